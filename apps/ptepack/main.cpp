@@ -1,0 +1,2 @@
+// ptepack CLI entry point (placeholder until the subcommands land).
+int main() { return 0; }

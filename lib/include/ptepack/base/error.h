@@ -1,0 +1,46 @@
+// The one error type of the library, its stable exit codes, and helpers to raise it.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace ptepack {
+
+// Process exit codes. These numbers are part of the CLI contract: never renumber.
+enum class ErrorCode : int {
+  verify_failed = 1,  // `verify` found problems in an artifact
+  usage = 2,          // bad command line: options, input specs, output path
+  invalid_input = 3,  // malformed file or a graph/data rule violated
+  conflict = 4,       // inputs disagree with each other or with the options
+  io = 5,             // reading or writing failed (missing file, disk full, ...)
+  internal = 70,      // a bug in ptepack
+};
+
+// Messages are one line: "<file>: <what>", naming the key, method, member or offset.
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, std::string message)
+      : std::runtime_error(std::move(message)), code_(code) {}
+  [[nodiscard]] ErrorCode code() const noexcept { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+template <typename... Args>
+[[noreturn]] void fail(ErrorCode code, fmt::format_string<Args...> format, Args&&... args) {
+  throw Error(code, fmt::format(format, std::forward<Args>(args)...));
+}
+
+template <typename... Args>
+[[noreturn]] void fail_input(fmt::format_string<Args...> format, Args&&... args) {
+  throw Error(ErrorCode::invalid_input, fmt::format(format, std::forward<Args>(args)...));
+}
+
+// Quotes a key or name for messages so empty or odd names stay visible.
+std::string quoted(std::string_view text);
+
+}  // namespace ptepack

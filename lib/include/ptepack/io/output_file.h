@@ -1,0 +1,69 @@
+// Output files: temp-beside-target creation, positioned writes, atomic commit.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace ptepack {
+
+// A file being written. Writes are positioned so a header can be filled in
+// after the data it describes. Errors (ENOSPC, EFBIG, ...) throw ErrorCode::io
+// naming `display_name`.
+class OutputFile {
+ public:
+  OutputFile(const std::filesystem::path& path, std::string display_name);
+  ~OutputFile();
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+
+  void write_at(uint64_t offset, std::span<const uint8_t> bytes);
+  void write_at(uint64_t offset, std::string_view bytes);
+  // Writes `count` zero bytes at offset (padding).
+  void zero_at(uint64_t offset, uint64_t count);
+  // Sets the final length, flushes to stable storage and closes.
+  void finish(uint64_t final_size);
+
+  [[nodiscard]] int fd() const noexcept { return fd_; }
+  [[nodiscard]] const std::string& display_name() const noexcept { return display_name_; }
+
+ private:
+  std::string display_name_;
+  int fd_ = -1;
+};
+
+// The destination of one command's output. Everything is written under a
+// temporary path beside the target (same directory, so the final rename is
+// atomic); commit() swaps it into place. Until then, and on any error or
+// SIGINT/SIGTERM, the temporary is removed and an existing target untouched.
+class AtomicOutput {
+ public:
+  enum class Kind { file, directory };
+  AtomicOutput(std::filesystem::path target, Kind kind);
+  ~AtomicOutput();
+  AtomicOutput(const AtomicOutput&) = delete;
+  AtomicOutput& operator=(const AtomicOutput&) = delete;
+
+  // The temporary file, or the temporary directory to fill.
+  [[nodiscard]] const std::filesystem::path& temp_path() const noexcept { return temp_; }
+  [[nodiscard]] const std::filesystem::path& target() const noexcept { return target_; }
+  void commit();
+
+ private:
+  std::filesystem::path target_;
+  std::filesystem::path temp_;
+  Kind kind_;
+  bool committed_ = false;
+};
+
+// Blocks SIGINT/SIGTERM/SIGHUP in the calling thread (call first in main, before
+// any thread starts) and starts a watcher that removes every live temporary
+// output and exits with 128 + signal.
+void install_interrupt_cleanup();
+
+// fsyncs a directory so a rename inside it is durable.
+void sync_directory(const std::filesystem::path& dir);
+
+}  // namespace ptepack

@@ -1,0 +1,44 @@
+// Plain tensor records: where a tensor's bytes live and how to read them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ptepack/io/input_file.h"
+#include "ptepack/model/dtype.h"
+
+namespace ptepack {
+
+using Shape = std::vector<int64_t>;
+
+// A tensor as stored in some input: dtype and shape of its data source, and the
+// byte range holding its bytes (never loaded whole).
+struct TensorData {
+  DType dtype = DType::BYTE;
+  Shape shape;
+  ByteRange bytes;
+};
+
+// key -> tensor, ordered by key bytes (std::string compares bytewise).
+using TensorTable = std::map<std::string, TensorData>;
+
+// Number of elements, or nullopt on a negative dim or overflow.
+[[nodiscard]] std::optional<uint64_t> element_count(const Shape& shape);
+// element_count * element_size, or nullopt on overflow.
+[[nodiscard]] std::optional<uint64_t> byte_size(DType dtype, const Shape& shape);
+
+// Limits every reader enforces on untrusted input.
+struct Limits {
+  static constexpr uint64_t max_key_length = 4096;
+  static constexpr uint64_t max_keys = 10'000'000;
+  static constexpr uint64_t max_rank = 32;
+  static constexpr uint64_t max_header_bytes = 256ULL << 20;   // JSON/flatbuffer headers
+  static constexpr uint64_t max_program_bytes = 1ULL << 30;    // a .ptg flatbuffer
+  static constexpr int max_graph_depth = 32;                   // nested GraphArg subgraphs
+  static constexpr int max_json_depth = 64;
+};
+
+}  // namespace ptepack

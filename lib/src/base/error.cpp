@@ -1,0 +1,20 @@
+// Message helpers for ptepack::Error.
+#include "ptepack/base/error.h"
+
+namespace ptepack {
+
+std::string quoted(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += c;
+    }
+  }
+  out += '\'';
+  return out;
+}
+
+}  // namespace ptepack

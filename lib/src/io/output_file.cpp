@@ -1,0 +1,178 @@
+// Temp-beside-target outputs, positioned writes and the interrupt cleanup watcher.
+#include "ptepack/io/output_file.h"
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "ptepack/base/error.h"
+
+namespace ptepack {
+namespace {
+
+// Temporaries alive right now; the signal watcher removes them.
+std::mutex g_temps_mutex;
+std::set<std::filesystem::path>& live_temps() {
+  static std::set<std::filesystem::path> temps;
+  return temps;
+}
+
+void register_temp(const std::filesystem::path& path) {
+  std::lock_guard lock(g_temps_mutex);
+  live_temps().insert(path);
+}
+
+void unregister_temp(const std::filesystem::path& path) {
+  std::lock_guard lock(g_temps_mutex);
+  live_temps().erase(path);
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+void remove_quietly(const std::filesystem::path& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
+std::filesystem::path make_temp_name(const std::filesystem::path& target) {
+  static std::atomic<unsigned> counter{0};
+  auto dir = target.parent_path();
+  auto stem = target.filename().string();
+  return dir / fmt::format(".{}.ptepack-tmp-{}-{}", stem, ::getpid(), counter++);
+}
+
+}  // namespace
+
+OutputFile::OutputFile(const std::filesystem::path& path, std::string display_name)
+    : display_name_(std::move(display_name)) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail(ErrorCode::io, "{}: cannot create: {}", display_name_, errno_text());
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void OutputFile::write_at(uint64_t offset, std::span<const uint8_t> bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done,
+                         static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(ErrorCode::io, "{}: write failed at offset {}: {}", display_name_, offset + done,
+           errno_text());
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+void OutputFile::write_at(uint64_t offset, std::string_view bytes) {
+  write_at(offset, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            bytes.size()));
+}
+
+void OutputFile::zero_at(uint64_t offset, uint64_t count) {
+  static const std::vector<uint8_t> zeros(64 * 1024, 0);
+  while (count > 0) {
+    auto n = std::min<uint64_t>(count, zeros.size());
+    write_at(offset, std::span<const uint8_t>(zeros.data(), static_cast<size_t>(n)));
+    offset += n;
+    count -= n;
+  }
+}
+
+void OutputFile::finish(uint64_t final_size) {
+  if (::ftruncate(fd_, static_cast<off_t>(final_size)) != 0) {
+    fail(ErrorCode::io, "{}: cannot set size: {}", display_name_, errno_text());
+  }
+  if (::fsync(fd_) != 0) fail(ErrorCode::io, "{}: fsync failed: {}", display_name_, errno_text());
+  int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail(ErrorCode::io, "{}: close failed: {}", display_name_, errno_text());
+}
+
+AtomicOutput::AtomicOutput(std::filesystem::path target, Kind kind)
+    : target_(std::move(target)), kind_(kind) {
+  if (target_.filename().empty()) target_ = target_.parent_path();
+  if (target_.parent_path().empty()) target_ = std::filesystem::path(".") / target_;
+  temp_ = make_temp_name(target_);
+  register_temp(temp_);
+  if (kind_ == Kind::directory) {
+    if (::mkdir(temp_.c_str(), 0755) != 0) {
+      unregister_temp(temp_);
+      fail(ErrorCode::io, "{}: cannot create temporary directory beside it: {}", target_.string(),
+           errno_text());
+    }
+  }
+}
+
+AtomicOutput::~AtomicOutput() {
+  if (!committed_) remove_quietly(temp_);
+  unregister_temp(temp_);
+}
+
+void AtomicOutput::commit() {
+  auto dir = target_.parent_path();
+  if (kind_ == Kind::directory) {
+    sync_directory(temp_);
+    std::error_code ec;
+    bool exists = std::filesystem::exists(std::filesystem::symlink_status(target_, ec));
+    if (exists) {
+      // Swap old and new in one step, then delete the old tree (now at temp_).
+      if (::syscall(SYS_renameat2, AT_FDCWD, temp_.c_str(), AT_FDCWD, target_.c_str(),
+                    RENAME_EXCHANGE) != 0) {
+        fail(ErrorCode::io, "{}: cannot replace existing output: {}", target_.string(),
+             errno_text());
+      }
+      sync_directory(dir);
+      committed_ = true;
+      remove_quietly(temp_);
+      return;
+    }
+  }
+  if (::rename(temp_.c_str(), target_.c_str()) != 0) {
+    fail(ErrorCode::io, "{}: cannot move output into place: {}", target_.string(), errno_text());
+  }
+  committed_ = true;
+  sync_directory(dir);
+}
+
+void sync_directory(const std::filesystem::path& dir) {
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+void install_interrupt_cleanup() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0) {
+    }
+    {
+      std::lock_guard lock(g_temps_mutex);
+      for (const auto& path : live_temps()) remove_quietly(path);
+    }
+    ::_exit(128 + sig);
+  }).detach();
+}
+
+}  // namespace ptepack

@@ -1,0 +1,25 @@
+// Element and byte counts with overflow checks.
+#include "ptepack/model/tensor.h"
+
+#include "ptepack/base/checked.h"
+
+namespace ptepack {
+
+std::optional<uint64_t> element_count(const Shape& shape) {
+  uint64_t n = 1;
+  for (int64_t dim : shape) {
+    if (dim < 0) return std::nullopt;
+    auto next = checked_mul(n, static_cast<uint64_t>(dim));
+    if (!next) return std::nullopt;
+    n = *next;
+  }
+  return n;
+}
+
+std::optional<uint64_t> byte_size(DType dtype, const Shape& shape) {
+  auto n = element_count(shape);
+  if (!n) return std::nullopt;
+  return checked_mul(*n, element_size(dtype));
+}
+
+}  // namespace ptepack
