@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+# Benchmark driver: times `ptepack pack` next to cp and openssl over the same bytes, one run.
+"""Benchmark ptepack on a synthetic model made by gen_model.py.
+
+Throughput mode (default): packs a two-method model to a .ptn and to a directory of .ptd
+shards, and copies (`cp --reflink=never`) and hashes (`openssl dgst -sha256`) the same input
+safetensors, alternating the commands repetition by repetition on a warm page cache. Each
+command runs under `/usr/bin/time -v` for its peak RSS. Prints medians and the ratios.
+
+Scaling mode (--scaling): 100,000 small tensors over two methods; times pack (to a
+directory), dump and verify of the packed output.
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen_model  # noqa: E402  (sibling script, imported for the generator and parse_size)
+
+TIME_BINARY = "/usr/bin/time"
+MIB = 1 << 20
+READ_CHUNK = 8 << 20
+SLACK_BYTES = 256 * MIB   # programs, manifests and filesystem overhead in the disk estimate
+
+
+@dataclass
+class Case:
+    """One benchmarked command: argv to run and paths (untimed) to prepare and clear."""
+    name: str
+    argv: list
+    output: str = ""          # its size is recorded after every run
+    remove_after: tuple = ()  # removed (untimed) after every run
+    fresh_dir: str = ""       # created empty before every run (cp's destination)
+    walls: list = field(default_factory=list)
+    rss_kib: list = field(default_factory=list)
+    output_bytes: int = 0
+
+    def summary(self, input_bytes):
+        wall = statistics.median(self.walls)
+        return {"command": self.argv, "wall_s": self.walls, "peak_rss_kib": self.rss_kib,
+                "median_wall_s": wall, "min_wall_s": min(self.walls),
+                "max_wall_s": max(self.walls),
+                "mib_per_s": input_bytes / MIB / wall if wall > 0 else None,
+                "median_peak_rss_mib": statistics.median(self.rss_kib) / 1024,
+                "output_bytes": self.output_bytes}
+
+
+def size_label(nbytes):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", MIB), ("KiB", 1 << 10)):
+        if nbytes % scale == 0:
+            return f"{nbytes // scale}{unit}"
+    return str(nbytes)
+
+
+def fail(message):
+    print(f"run_bench: error: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def path_bytes(path):
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(root, name))
+               for root, _, names in os.walk(path) for name in names)
+
+
+def remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.remove(path)
+
+
+def measure(argv):
+    """Runs argv, returns (wall seconds, peak RSS KiB). Wall time is taken here (finer than
+    time's 10 ms); RSS comes from GNU time -v, or from wait4() when it is missing."""
+    with tempfile.TemporaryFile() as stderr:
+        wall, rss_kib, status = run_child(argv, stderr)
+        if status != 0:
+            stderr.seek(0)
+            detail = stderr.read().decode(errors="replace").strip()[-2000:]
+            fail(f"command failed with exit status {status}: {' '.join(argv)}\n{detail}")
+    return wall, rss_kib
+
+
+def run_child(argv, stderr):
+    """(wall seconds, peak RSS KiB, exit status) of argv, its stderr going to `stderr`."""
+    if os.access(TIME_BINARY, os.X_OK):
+        with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+            start = time.perf_counter()
+            status = subprocess.call([TIME_BINARY, "-v", "-o", report.name] + argv,
+                                     stdout=subprocess.DEVNULL, stderr=stderr)
+            wall = time.perf_counter() - start
+            lines = report.read().splitlines()
+        rss = [line.rsplit(":", 1)[1] for line in lines if "Maximum resident set size" in line]
+        rss_kib = int(rss[0]) if rss else 0
+    else:
+        start = time.perf_counter()
+        child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr)
+        _, wait_status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - start
+        child.returncode = status = os.waitstatus_to_exitcode(wait_status)
+        rss_kib = usage.ru_maxrss
+    return wall, rss_kib, status
+
+
+def warm_up(paths):
+    """Reads every input once so all commands start from the same warm page cache."""
+    for path in paths:
+        with open(path, "rb", buffering=0) as handle:
+            while handle.read(READ_CHUNK):
+                pass
+
+
+def ensure_model(directory, gen_argv, params, assume_inputs_bytes, workdir, created):
+    """Generates the model unless generator.json in `directory` records the same params.
+    Returns the generator report; a model generated now is added to `created`."""
+    marker = os.path.join(directory, "generator.json")
+    if os.path.exists(marker):
+        with open(marker, encoding="utf-8") as handle:
+            report = json.load(handle)
+        if report.get("params") == params:
+            return report
+        shutil.rmtree(directory)
+    check_disk(workdir, assume_inputs_bytes, "generating the model")
+    print(f"generating {directory} ...", flush=True)
+    created.append(("model", directory))
+    gen_model.main(gen_argv + ["--out", directory, "--quiet"])
+    with open(marker, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def check_disk(workdir, needed, what):
+    free = shutil.disk_usage(workdir).free
+    if free < needed:
+        fail(f"{workdir}: {what} needs about {needed / MIB:.0f} MiB free, "
+             f"only {free / MIB:.0f} MiB available")
+
+
+def run_cases(cases, reps, rotate, verify_argv):
+    """Runs every case `reps` times, alternating them (rotated each repetition when `rotate`).
+    verify_argv(case) gives an untimed check run on each output of the first repetition."""
+    for rep in range(reps):
+        shift = rep % len(cases) if rotate else 0
+        for case in cases[shift:] + cases[:shift]:
+            if case.fresh_dir:
+                remove(case.fresh_dir)
+                os.makedirs(case.fresh_dir)
+            wall, rss = measure(case.argv)
+            case.walls.append(wall)
+            case.rss_kib.append(rss)
+            print(f"  rep {rep + 1}/{reps} {case.name:<9} {wall:8.3f} s  {rss / 1024:8.1f} MiB",
+                  flush=True)
+            if case.output:
+                case.output_bytes = path_bytes(case.output)
+                check = verify_argv(case) if rep == 0 else None
+                if check:
+                    measure(check)
+            for path in case.remove_after:
+                remove(path)
+            os.sync()  # keeps write-back of one command out of the next one's timing
+
+
+def print_table(title, rows, input_bytes):
+    print(f"\n{title}")
+    print(f"{'case':<10}{'wall s':>10}{'min s':>10}{'max s':>10}{'MiB/s':>10}"
+          f"{'peak RSS MiB':>14}{'output MiB':>12}")
+    for name, result in rows.items():
+        rate = f"{result['mib_per_s']:.0f}" if result["mib_per_s"] and input_bytes else "-"
+        output = f"{result['output_bytes'] / MIB:.1f}" if result["output_bytes"] else "-"
+        print(f"{name:<10}{result['median_wall_s']:>10.3f}{result['min_wall_s']:>10.3f}"
+              f"{result['max_wall_s']:>10.3f}{rate:>10}{result['median_peak_rss_mib']:>14.1f}"
+              f"{output:>12}")
+
+
+def throughput(args, ptepack, workdir, jobs, created):
+    shared = f"{args.shared:g}"
+    name = f"model-{size_label(args.size)}-shared{shared}-seed{args.seed}"
+    directory = os.path.join(workdir, name)
+    gen_argv = ["--size", str(args.size), "--methods", "2", "--shared", shared,
+                "--seed", str(args.seed)]
+    params = {"size": args.size, "methods": 2, "layers": 0, "tensors": 0,
+              "shared": args.shared, "lifted": 2, "seed": args.seed}
+    report = ensure_model(directory, gen_argv, params, 2 * args.size + SLACK_BYTES, workdir,
+                          created)
+    programs = [os.path.join(directory, m["program"]) for m in report["methods"]]
+    data = [os.path.join(directory, m["data"]) for m in report["methods"]]
+    input_bytes = sum(os.path.getsize(path) for path in data)
+    # One output exists at a time; the largest is cp's copy of every input byte.
+    check_disk(workdir, input_bytes + SLACK_BYTES, "the benchmark outputs")
+    out = os.path.join(workdir, "out")
+    remove(out)
+    created.append(("output", out))
+    os.makedirs(out)
+    ptn, ptd, copy = (os.path.join(out, name) for name in ("model.ptn", "model_ptd", "cp"))
+    cases = [
+        Case("pack_ptn", [ptepack, "pack"] + jobs + ["--quiet"] + programs + ["-o", ptn],
+             output=ptn, remove_after=(ptn,)),
+        Case("pack_ptd", [ptepack, "pack"] + jobs + ["--quiet", "--max-shard-bytes",
+                                                     args.max_shard_bytes] + programs
+             + ["-o", ptd], output=ptd, remove_after=(ptd,)),
+        Case("cp", ["cp", "--reflink=never"] + data + [copy], output=copy,
+             remove_after=(copy,), fresh_dir=copy),
+        Case("sha256", ["openssl", "dgst", "-sha256"] + data),
+    ]
+    warm_up(programs + data)
+    print(f"input: {len(data)} methods, {input_bytes / MIB:.1f} MiB of safetensors, "
+          f"shared fraction {report['shared_fraction']:.3f}; {args.reps} repetitions")
+
+    def verify(case):
+        if args.no_verify or not case.name.startswith("pack"):
+            return None
+        return [ptepack, "verify", case.output]
+
+    run_cases(cases, args.reps, True, verify)
+    results = {case.name: case.summary(input_bytes) for case in cases}
+    print_table("medians over repetitions", results, input_bytes)
+    wall = {name: result["median_wall_s"] for name, result in results.items()}
+    ratios = {f"{a}/{b}": wall[a] / wall[b] if wall[b] > 0 else None
+              for a, b in (("pack_ptd", "cp"), ("pack_ptd", "sha256"), ("pack_ptn", "cp"),
+                           ("pack_ptn", "sha256"))}
+    print("\nwall-time ratios (median / median, lower is better):")
+    for name, value in ratios.items():
+        print(f"  {name:<16} {value:.2f}" if value is not None else f"  {name:<16} -")
+    return {"mode": "throughput", "model_dir": directory, "input_bytes": input_bytes,
+            "input_files": data, "shared_fraction": report["shared_fraction"],
+            "cases": results, "ratios": ratios}
+
+
+def scaling(args, ptepack, workdir, jobs, created):
+    per_method = args.scaling_tensors // 2
+    directory = os.path.join(workdir, f"scaling-{args.scaling_tensors}-seed{args.seed}")
+    gen_argv = ["--size", str(args.scaling_size), "--methods", "2", "--tensors",
+                str(per_method), "--shared", f"{args.shared:g}", "--seed", str(args.seed)]
+    params = {"size": args.scaling_size, "methods": 2, "layers": 0, "tensors": per_method,
+              "shared": args.shared, "lifted": 2, "seed": args.seed}
+    report = ensure_model(directory, gen_argv, params, 4 * args.scaling_size + SLACK_BYTES,
+                          workdir, created)
+    programs = [os.path.join(directory, m["program"]) for m in report["methods"]]
+    data = [os.path.join(directory, m["data"]) for m in report["methods"]]
+    input_bytes = sum(os.path.getsize(path) for path in data)
+    tensors = sum(m["tensors"] for m in report["methods"])
+    out = os.path.join(workdir, "out")
+    remove(out)
+    created.append(("output", out))
+    os.makedirs(out)
+    packed = os.path.join(out, "scaling_ptd")
+    cases = [Case("pack", [ptepack, "pack"] + jobs + ["--quiet", "--max-shard-bytes",
+                                                      args.max_shard_bytes] + programs
+                  + ["-o", packed], output=packed),
+             Case("dump", [ptepack, "dump", packed]),
+             Case("verify", [ptepack, "verify", packed], remove_after=(packed,))]
+    warm_up(programs + data)
+    print(f"input: {tensors} tensors in {len(data)} methods, {input_bytes / MIB:.1f} MiB; "
+          f"{args.reps} repetitions")
+    # dump and verify read pack's output, so the order is fixed; verify's run removes it.
+    run_cases(cases, args.reps, False, lambda case: None)
+    results = {case.name: case.summary(input_bytes) for case in cases}
+    print_table("medians over repetitions", results, 0)
+    return {"mode": "scaling", "model_dir": directory, "input_bytes": input_bytes,
+            "tensors": tensors, "cases": results}
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ptepack", required=True, help="path of the ptepack binary")
+    parser.add_argument("--size", type=gen_model.parse_size, default=gen_model.parse_size("512MiB"),
+                        help="tensor bytes per method (default 512MiB; 4GiB needs ~17 GiB disk)")
+    parser.add_argument("--reps", type=int, default=5, help="repetitions (default 5)")
+    parser.add_argument("--workdir", default="bench-work",
+                        help="models and outputs go here (default ./bench-work)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the generated model for the next run (outputs are always "
+                             "removed)")
+    parser.add_argument("--json-out", help="also write the results to this JSON file")
+    parser.add_argument("--jobs", "-j", type=int, help="pass -j N to ptepack pack")
+    parser.add_argument("--shared", type=float, default=0.85,
+                        help="shared fraction of weight bytes (default 0.85)")
+    parser.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    parser.add_argument("--max-shard-bytes", default="256MiB",
+                        help="shard cap for the directory outputs (default 256MiB)")
+    parser.add_argument("--no-verify", action="store_true",
+                        help="skip the untimed `ptepack verify` of the first packed outputs")
+    parser.add_argument("--scaling", action="store_true",
+                        help="time pack/dump/verify on many small tensors instead")
+    parser.add_argument("--scaling-tensors", type=int, default=100000,
+                        help="total tensors over both methods in --scaling (default 100000)")
+    parser.add_argument("--scaling-size", type=gen_model.parse_size,
+                        default=gen_model.parse_size("32MiB"),
+                        help="tensor bytes per method in --scaling (default 32MiB)")
+    args = parser.parse_args(argv)
+    if args.reps < 1:
+        parser.error("--reps must be at least 1")
+    try:  # reject a typo before generating gigabytes
+        gen_model.parse_size(args.max_shard_bytes)
+    except argparse.ArgumentTypeError as error:
+        parser.error(f"--max-shard-bytes: {error}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    ptepack = os.path.abspath(args.ptepack)
+    if not os.access(ptepack, os.X_OK):
+        fail(f"{args.ptepack}: not an executable file")
+    for tool in ("cp", "openssl"):
+        if not shutil.which(tool):
+            fail(f"{tool} not found on PATH")
+    workdir = os.path.abspath(args.workdir)
+    os.makedirs(workdir, exist_ok=True)
+    jobs = ["-j", str(args.jobs)] if args.jobs else []
+    created = []  # (kind, path) made by this run, removed at exit even after a failure
+    try:
+        result = (scaling if args.scaling else throughput)(args, ptepack, workdir, jobs, created)
+    finally:
+        for kind, path in created:
+            if kind == "output" or not args.keep:
+                remove(path)
+    result.update({
+        "format": "ptepack.bench.result", "version": 1, "ptepack": ptepack,
+        "config": {"size": args.size, "reps": args.reps, "shared": args.shared,
+                   "seed": args.seed, "jobs": args.jobs, "max_shard_bytes": args.max_shard_bytes,
+                   "scaling_tensors": args.scaling_tensors if args.scaling else None,
+                   "scaling_size": args.scaling_size if args.scaling else None},
+        "host": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                 "python": platform.python_version(),
+                 "rss_source": TIME_BINARY if os.access(TIME_BINARY, os.X_OK) else "wait4"}})
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as handle:
+            json.dump(result, handle, indent=1, sort_keys=True)
+            handle.write("\n")
+        print(f"\nresults written to {args.json_out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
