@@ -3,7 +3,9 @@
 
 namespace ptepack {
 
-std::string quoted(std::string_view text) {
+std::string quoted(std::string_view text) { return quote(text); }
+
+std::string quote(std::string_view text) {
   std::string out = "'";
   for (char c : text) {
     auto u = static_cast<unsigned char>(c);

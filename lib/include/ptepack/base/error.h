@@ -41,6 +41,9 @@ template <typename... Args>
 }
 
 // Quotes a key or name for messages so empty or odd names stay visible.
+// (Not named `quoted`: ADL would pick std::quoted for std::string arguments.)
+std::string quote(std::string_view text);
 std::string quoted(std::string_view text);
+inline std::string quoted(const std::string& text) { return quote(text); }
 
 }  // namespace ptepack

@@ -1,0 +1,61 @@
+// manifest.json of a packed output directory: the model, its JSON form, and a strict reader.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ptepack/model/tensor.h"
+
+namespace ptepack {
+
+struct ManifestProgram {
+  std::string file;
+  std::string sha256;
+  uint64_t size = 0;
+};
+
+struct ManifestShard {
+  std::string file;
+  std::string sha256;
+  uint64_t size = 0;
+  uint64_t payload_bytes = 0;
+  std::vector<std::string> keys;  // sorted; every key readable from this file
+};
+
+struct ManifestTensor {
+  std::string shard;
+  std::string sha256;
+  uint64_t nbytes = 0;
+  DType dtype = DType::BYTE;
+  Shape shape;
+  bool is_mutable = false;
+  std::optional<std::string> alias_of;
+};
+
+struct Manifest {
+  ManifestProgram program;
+  std::string shard_format;                // "ptd" or "safetensors"
+  std::optional<uint64_t> max_shard_bytes;  // null when uncapped
+  std::string cap_mode;                    // "file" or "payload"
+  std::vector<ManifestShard> shards;
+  std::map<std::string, ManifestTensor> tensors;
+  std::vector<std::string> state;          // every state key, with or without data
+  uint64_t total_size = 0;                 // metadata.total_size
+  std::map<std::string, std::string> weight_map;
+};
+
+inline constexpr std::string_view kManifestFormat = "ptepack.manifest";
+inline constexpr int kManifestVersion = 1;
+
+// Stable JSON text: fields in schema order, maps sorted, 2-space indent, final newline.
+[[nodiscard]] std::string manifest_to_json(const Manifest& manifest);
+// Strict reader: every field present with the right type, file names plain
+// (no '/', '\\', '..', leading '.', or empty). Errors: invalid_input "<context>: ...".
+[[nodiscard]] Manifest parse_manifest(std::string_view text, const std::string& context);
+// True when `name` is a plain file name safe to join to the output directory.
+[[nodiscard]] bool is_plain_file_name(std::string_view name);
+
+}  // namespace ptepack

@@ -1,0 +1,37 @@
+// Program graph (.ptg FlatBuffers and its flatc JSON form): read, validate encoding, write.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "ptepack/schema/program_generated.h"
+
+namespace ptepack {
+
+namespace nb = native_backend;
+using ProgramPtr = std::unique_ptr<nb::ProgramT>;
+
+// Verifies (FlatBuffers verifier with explicit depth/table limits, identifier
+// NPTG) before any access, unpacks, then rejects enum values and union tags the
+// schema does not define. Errors: invalid_input "<context>: ...".
+[[nodiscard]] ProgramPtr read_program_binary(std::span<const uint8_t> bytes,
+                                             const std::string& context);
+// The JSON form flatc prints and accepts (`flatc --json --strict-json`), parsed by
+// FlatBuffers' own parser against the built-in schema, then read as binary.
+[[nodiscard]] ProgramPtr read_program_json(std::string_view text, const std::string& context);
+// A .ptg or .json file, told apart by content (identifier or leading '{').
+[[nodiscard]] ProgramPtr read_program_file(const std::filesystem::path& path);
+
+// Deterministic .ptg bytes (identifier NPTG): equal programs give equal bytes.
+[[nodiscard]] std::string write_program_binary(const nb::ProgramT& program);
+// flatc-style strict JSON text of a program (used by dump --json --graph and tests).
+[[nodiscard]] std::string program_to_json(const nb::ProgramT& program);
+
+// True when the first bytes look like a .ptg (identifier at offset 4).
+[[nodiscard]] bool looks_like_program_binary(std::span<const uint8_t> head);
+
+}  // namespace ptepack

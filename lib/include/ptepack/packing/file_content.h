@@ -1,0 +1,48 @@
+// A planned output file as positioned pieces, and the streaming writer that produces it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ptepack/hash/sha256.h"
+#include "ptepack/io/input_file.h"
+#include "ptepack/io/output_file.h"
+#include "ptepack/io/progress.h"
+
+namespace ptepack {
+
+// Bytes at a file offset: either held in memory (headers) or a range of an input
+// file (tensor data). Gaps between pieces are zero padding.
+struct Piece {
+  uint64_t offset = 0;
+  std::string bytes;  // used when source.file is null
+  ByteRange source;
+  [[nodiscard]] uint64_t size() const { return source.file ? source.size : bytes.size(); }
+};
+
+struct FileContent {
+  std::vector<Piece> pieces;  // sorted by offset, non-overlapping
+  uint64_t size = 0;
+};
+
+struct StreamOptions {
+  bool sha256 = false;                                 // digest of the whole file
+  std::optional<std::pair<uint64_t, uint64_t>> crc;    // CRC-32 of [begin, end)
+  unsigned jobs = 1;  // >1 splits the file into parallel slices (not with sha256)
+};
+
+struct StreamResult {
+  Digest sha256{};
+  uint32_t crc32 = 0;
+};
+
+// Writes every piece into `out` (gaps are left as holes, which read as zeros,
+// but are fed to the digests as zeros). Digest and CRC cover exactly the
+// file's bytes [0, content.size); the caller patches headers, then finish()es.
+StreamResult write_content(OutputFile& out, const FileContent& content, const StreamOptions& options,
+                           Progress* progress);
+
+}  // namespace ptepack

@@ -1,0 +1,75 @@
+// `pack`: inputs -> merged, deduplicated program -> .ptn package or shard directory.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ptepack/packing/shard_plan.h"
+#include "ptepack/transforms/merge.h"
+
+namespace ptepack {
+
+// One INPUT argument: `[METHOD=]PATH[@DATA[,DATA...]]`.
+struct InputSpec {
+  std::optional<std::string> method;
+  std::filesystem::path path;
+  std::vector<std::filesystem::path> data;
+};
+
+// Parses an INPUT argument. A string naming an existing file or directory is
+// always a plain PATH; otherwise `METHOD=` is split at the first '=' when the
+// part before it has no '/', and `@DATA` at the first '@' after that.
+[[nodiscard]] InputSpec parse_input_spec(const std::string& text);
+
+struct PackOptions {
+  std::vector<std::string> inputs;
+  std::filesystem::path output;
+  unsigned jobs = 0;  // 0: all cores
+  ShardingOptions sharding;
+  std::string shard_prefix = "weights";
+  bool dry_run = false;
+  bool force = false;     // replace an existing directory that is not a ptepack output
+  bool progress = false;  // draw progress on a terminal
+};
+
+struct ShardSummary {
+  std::string file;  // empty in a dry run (names come from the written bytes)
+  uint64_t size = 0;  // exact when written; the planner's bound in a dry run
+  uint64_t payload_bytes = 0;
+  std::vector<std::string> keys;
+};
+
+struct PackSummary {
+  std::string output;
+  bool package = false;
+  bool dry_run = false;
+  ShardingOptions sharding;
+  std::vector<std::pair<std::string, std::string>> methods;  // method, input
+  std::vector<KeyRename> renames;
+  std::vector<std::string> state;
+  std::map<std::string, std::string> aliases;  // alias -> owner
+  uint64_t tensors = 0;         // keys with data
+  uint64_t unique_tensors = 0;  // stored contents
+  uint64_t logical_bytes = 0;   // sum of every key's bytes
+  uint64_t stored_bytes = 0;    // unique bytes stored
+  uint64_t dropped_keys = 0;
+  uint64_t dropped_bytes = 0;
+  std::vector<ShardSummary> shards;
+  uint64_t output_bytes = 0;  // total bytes written (or planned)
+};
+
+// Runs the whole command. Nothing is written on error or in a dry run;
+// an existing output is replaced atomically at the very end.
+[[nodiscard]] PackSummary pack(const PackOptions& options);
+
+[[nodiscard]] std::string render_pack_text(const PackSummary& summary);
+[[nodiscard]] std::string render_pack_json(const PackSummary& summary);
+
+// SIZE for --max-shard-bytes: bytes, or K/M/G (10^3..) and KiB/MiB/GiB (2^10..).
+[[nodiscard]] uint64_t parse_size(const std::string& text);
+
+}  // namespace ptepack

@@ -1,0 +1,211 @@
+// Artifact sniffing and loading: packages, directories, programs and data files.
+#include "ptepack/formats/artifact.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "ptepack/base/error.h"
+#include "ptepack/formats/flat_tensor.h"
+#include "ptepack/formats/json_util.h"
+#include "ptepack/formats/safetensors.h"
+#include "ptepack/formats/zip.h"
+
+namespace ptepack {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string head_of(const fs::path& path) {
+  auto file = InputFile::open(path);
+  auto n = std::min<uint64_t>(file->size(), 64);
+  auto bytes = file->read_range(0, n);
+  return {bytes.begin(), bytes.end()};
+}
+
+void merge_table(TensorTable& into, TensorTable&& from, const std::string& source) {
+  for (auto& [key, tensor] : from) {
+    if (into.count(key)) fail_input("{}: key {} is also provided by another data file", source, quote(key));
+    into.emplace(key, std::move(tensor));
+  }
+}
+
+void load_package(Artifact& a) {
+  auto file = InputFile::open(a.root);
+  auto members = zip::read_directory(*file);
+  const zip::Member* program = nullptr;
+  const zip::Member* weights = nullptr;
+  const zip::Member* aliases = nullptr;
+  for (const auto& m : members) {
+    if (m.name == "program.ptg") program = &m;
+    else if (m.name == "program.safetensors") weights = &m;
+    else if (m.name == "aliases.json") aliases = &m;
+    else fail_input("{}: unexpected member {} in package", a.name, quote(m.name));
+  }
+  if (program == nullptr) fail_input("{}: package has no program.ptg member", a.name);
+  if (program->size > Limits::max_program_bytes) {
+    fail_input("{}:program.ptg: {} bytes exceeds the program size limit", a.name, program->size);
+  }
+  auto bytes = file->read_range(program->data_offset, program->size);
+  a.program = read_program_binary(bytes, a.name + ":program.ptg");
+  if (weights != nullptr) {
+    a.data = safetensors::read(file, weights->data_offset, weights->size,
+                               a.name + ":program.safetensors").tensors;
+  }
+  if (aliases == nullptr) return;
+  auto context = a.name + ":aliases.json";
+  if (aliases->size > Limits::max_header_bytes) fail_input("{}: {} bytes exceeds the limit", context, aliases->size);
+  auto raw = file->read_range(aliases->data_offset, aliases->size);
+  auto json = parse_json_strict(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()), context);
+  if (!json.is_object()) fail_input("{}: expected a JSON object of alias -> owner", context);
+  for (const auto& [alias, owner_json] : json.items()) {
+    if (!owner_json.is_string()) fail_input("{}: owner of {} is not a string", context, quote(alias));
+    auto owner = owner_json.get<std::string>();
+    if (a.data.count(alias)) fail_input("{}: alias {} is also stored in program.safetensors", context, quote(alias));
+    if (json.contains(owner)) fail_input("{}: owner {} of {} is itself an alias", context, quote(owner), quote(alias));
+    auto it = a.data.find(owner);
+    if (it == a.data.end()) fail_input("{}: owner {} of {} is not in program.safetensors", context, quote(owner), quote(alias));
+    a.aliases.emplace(alias, owner);
+  }
+  for (const auto& [alias, owner] : a.aliases) a.data.emplace(alias, a.data.at(owner));
+}
+
+void load_directory(Artifact& a) {
+  auto paths = directory_paths(a.root);
+  a.root = paths.dir;
+  auto manifest_file = InputFile::open(paths.manifest);
+  if (manifest_file->size() > Limits::max_header_bytes) {
+    fail_input("{}: manifest of {} bytes exceeds the limit", manifest_file->name(), manifest_file->size());
+  }
+  auto raw = manifest_file->read_range(0, manifest_file->size());
+  a.manifest = parse_manifest(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()),
+                              manifest_file->name());
+  const auto& m = *a.manifest;
+  auto program_file = open_inside(paths.dir, m.program.file, manifest_file->name());
+  if (program_file->size() > Limits::max_program_bytes) {
+    fail_input("{}: program of {} bytes exceeds the limit", program_file->name(), program_file->size());
+  }
+  a.program = read_program_binary(program_file->read_range(0, program_file->size()), program_file->name());
+  for (const auto& shard : m.shards) {
+    auto file = open_inside(paths.dir, shard.file, manifest_file->name());
+    TensorTable table = m.shard_format == "ptd" ? ptd::read_file(file).tensors
+                                                 : safetensors::read(file).tensors;
+    merge_table(a.data, std::move(table), file->name());
+  }
+  for (const auto& [key, t] : m.tensors) {
+    if (a.data.count(key)) continue;
+    if (!t.alias_of) fail_input("{}: tensor {} is in no shard", manifest_file->name(), quote(key));
+    auto owner = a.data.find(*t.alias_of);
+    if (owner == a.data.end()) {
+      fail_input("{}: tensor {} is an alias of {}, which is in no shard", manifest_file->name(),
+                 quote(key), quote(*t.alias_of));
+    }
+    a.aliases.emplace(key, *t.alias_of);
+  }
+  for (const auto& [alias, owner] : a.aliases) a.data.emplace(alias, a.data.at(owner));
+  for (const auto& [key, t] : m.tensors) {
+    if (t.alias_of && !a.aliases.count(key)) a.aliases.emplace(key, *t.alias_of);
+  }
+}
+
+}  // namespace
+
+std::string_view artifact_kind_name(ArtifactKind kind) {
+  switch (kind) {
+    case ArtifactKind::package: return "ptn package";
+    case ArtifactKind::directory: return "packed directory";
+    case ArtifactKind::program: return "program graph";
+    case ArtifactKind::ptd: return "ptd data file";
+    case ArtifactKind::safetensors: return "safetensors file";
+    case ArtifactKind::safetensors_index: return "safetensors index";
+  }
+  return "artifact";
+}
+
+DirectoryPaths directory_paths(const fs::path& path) {
+  if (fs::is_directory(path)) return {path, path / "manifest.json"};
+  auto dir = path.parent_path();
+  return {dir.empty() ? fs::path(".") : dir, path};
+}
+
+InputFilePtr open_inside(const fs::path& dir, const std::string& name, const std::string& context) {
+  if (!is_plain_file_name(name)) fail_input("{}: {} is not a plain file name", context, quote(name));
+  auto path = dir / name;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) fail(ErrorCode::io, "{}: cannot open {}: missing", context, path.string());
+  if (S_ISLNK(st.st_mode)) fail_input("{}: {} is a symbolic link (refused)", context, path.string());
+  if (!S_ISREG(st.st_mode)) fail_input("{}: {} is not a regular file", context, path.string());
+  return InputFile::open(path);
+}
+
+TensorTable load_data_file(const fs::path& path) {
+  auto name = path.filename().string();
+  if (ends_with(name, ".safetensors.index.json")) return safetensors::read_index(path);
+  auto head = head_of(path);
+  if (head.size() >= 8 && head.compare(4, 4, "FT01") == 0) return ptd::read_file(InputFile::open(path)).tensors;
+  if (ends_with(name, ".safetensors")) return safetensors::read(InputFile::open(path)).tensors;
+  fail(ErrorCode::usage, "{}: unknown data file type (expected .safetensors, .safetensors.index.json or .ptd)",
+       path.string());
+}
+
+Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_paths,
+                       bool use_default_data) {
+  Artifact a;
+  a.name = path.string();
+  a.root = path;
+  std::error_code ec;
+  auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status)) fail(ErrorCode::io, "{}: no such file or directory", a.name);
+  auto filename = path.filename().string();
+  if (fs::is_directory(status) || filename == "manifest.json") {
+    a.kind = ArtifactKind::directory;
+    load_directory(a);
+    return a;
+  }
+  if (ends_with(filename, ".safetensors.index.json")) {
+    a.kind = ArtifactKind::safetensors_index;
+    a.data = safetensors::read_index(path);
+    return a;
+  }
+  auto head = head_of(path);
+  if (head.size() >= 4 && head.compare(0, 4, "PK\x03\x04") == 0) {
+    a.kind = ArtifactKind::package;
+    load_package(a);
+    return a;
+  }
+  if (head.size() >= 8 && head.compare(4, 4, "FT01") == 0) {
+    a.kind = ArtifactKind::ptd;
+    a.data = ptd::read_file(InputFile::open(path)).tensors;
+    return a;
+  }
+  if (ends_with(filename, ".safetensors")) {
+    a.kind = ArtifactKind::safetensors;
+    a.data = safetensors::read(InputFile::open(path)).tensors;
+    return a;
+  }
+  a.kind = ArtifactKind::program;
+  a.program = read_program_file(path);
+  std::vector<fs::path> sources = data_paths;
+  if (sources.empty() && use_default_data) {
+    auto stem = path;
+    stem.replace_extension();
+    for (const char* ext : {".safetensors", ".safetensors.index.json"}) {
+      auto candidate = fs::path(stem.string() + ext);
+      if (fs::exists(candidate, ec)) {
+        sources.push_back(candidate);
+        break;
+      }
+    }
+  }
+  for (const auto& source : sources) {
+    merge_table(a.data, load_data_file(source), source.string());
+    a.data_files.push_back(source.string());
+  }
+  return a;
+}
+
+}  // namespace ptepack

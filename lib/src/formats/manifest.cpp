@@ -1,0 +1,176 @@
+// manifest.json writer and strict reader.
+#include "ptepack/formats/manifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include "ptepack/base/error.h"
+#include "ptepack/formats/json_util.h"
+
+namespace ptepack {
+namespace {
+
+using ordered = nlohmann::ordered_json;
+
+class Reader {
+ public:
+  explicit Reader(const std::string& context) : context_(context) {}
+
+  [[noreturn]] void bad(std::string_view where, std::string_view what) const {
+    fail_input("{}: manifest field {}: {}", context_, where, what);
+  }
+
+  const nlohmann::json& field(const nlohmann::json& obj, const char* name, std::string_view where) {
+    if (!obj.is_object()) bad(where, "expected an object");
+    auto it = obj.find(name);
+    if (it == obj.end()) bad(fmt::format("{}.{}", where, name), "missing");
+    return *it;
+  }
+
+  std::string string(const nlohmann::json& obj, const char* name, std::string_view where) {
+    const auto& v = field(obj, name, where);
+    if (!v.is_string()) bad(fmt::format("{}.{}", where, name), "expected a string");
+    return v.get<std::string>();
+  }
+
+  uint64_t number(const nlohmann::json& obj, const char* name, std::string_view where) {
+    const auto& v = field(obj, name, where);
+    if (!v.is_number_unsigned()) bad(fmt::format("{}.{}", where, name), "expected an unsigned integer");
+    return v.get<uint64_t>();
+  }
+
+  std::string file_name(const nlohmann::json& obj, const char* name, std::string_view where) {
+    auto value = string(obj, name, where);
+    if (!is_plain_file_name(value)) {
+      bad(fmt::format("{}.{}", where, name), fmt::format("{} is not a plain file name", quote(value)));
+    }
+    return value;
+  }
+
+  std::string digest(const nlohmann::json& obj, const char* name, std::string_view where) {
+    auto value = string(obj, name, where);
+    bool hex = value.size() == 64 &&
+               value.find_first_not_of("0123456789abcdef") == std::string::npos;
+    if (!hex) bad(fmt::format("{}.{}", where, name), "expected 64 lowercase hex digits");
+    return value;
+  }
+
+ private:
+  const std::string& context_;
+};
+
+}  // namespace
+
+bool is_plain_file_name(std::string_view name) {
+  return !name.empty() && name.size() <= 255 && name.front() != '.' &&
+         name.find('/') == std::string_view::npos && name.find('\\') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
+}
+
+std::string manifest_to_json(const Manifest& m) {
+  ordered j;
+  j["format"] = kManifestFormat;
+  j["version"] = kManifestVersion;
+  j["program"] = ordered{{"file", m.program.file}, {"sha256", m.program.sha256}, {"size", m.program.size}};
+  j["shard_format"] = m.shard_format;
+  j["max_shard_bytes"] = m.max_shard_bytes ? ordered(*m.max_shard_bytes) : ordered(nullptr);
+  j["cap_mode"] = m.cap_mode;
+  ordered shards = ordered::array();
+  for (const auto& s : m.shards) {
+    shards.push_back(ordered{{"file", s.file}, {"sha256", s.sha256}, {"size", s.size},
+                             {"payload_bytes", s.payload_bytes}, {"keys", s.keys}});
+  }
+  j["shards"] = std::move(shards);
+  ordered tensors = ordered::object();
+  for (const auto& [key, t] : m.tensors) {
+    ordered entry{{"shard", t.shard}, {"sha256", t.sha256}, {"nbytes", t.nbytes},
+                  {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"mutable", t.is_mutable}};
+    if (t.alias_of) entry["alias_of"] = *t.alias_of;
+    tensors[key] = std::move(entry);
+  }
+  j["tensors"] = std::move(tensors);
+  j["state"] = m.state;
+  ordered weight_map = ordered::object();
+  for (const auto& [key, file] : m.weight_map) weight_map[key] = file;
+  j["metadata"] = ordered{{"total_size", m.total_size}};
+  j["weight_map"] = std::move(weight_map);
+  return j.dump(2) + "\n";
+}
+
+Manifest parse_manifest(std::string_view text, const std::string& context) {
+  nlohmann::json j = parse_json_strict(text, context);
+  Reader r(context);
+  Manifest m;
+  if (r.string(j, "format", "") != kManifestFormat) r.bad("format", "expected \"ptepack.manifest\"");
+  if (r.number(j, "version", "") != kManifestVersion) r.bad("version", "unsupported version (expected 1)");
+  const auto& program = r.field(j, "program", "");
+  m.program.file = r.file_name(program, "file", "program");
+  m.program.sha256 = r.digest(program, "sha256", "program");
+  m.program.size = r.number(program, "size", "program");
+  m.shard_format = r.string(j, "shard_format", "");
+  if (m.shard_format != "ptd" && m.shard_format != "safetensors") r.bad("shard_format", "expected \"ptd\" or \"safetensors\"");
+  const auto& cap = r.field(j, "max_shard_bytes", "");
+  if (!cap.is_null()) m.max_shard_bytes = r.number(j, "max_shard_bytes", "");
+  m.cap_mode = r.string(j, "cap_mode", "");
+  if (m.cap_mode != "file" && m.cap_mode != "payload") r.bad("cap_mode", "expected \"file\" or \"payload\"");
+  const auto& shards = r.field(j, "shards", "");
+  if (!shards.is_array()) r.bad("shards", "expected an array");
+  for (size_t i = 0; i < shards.size(); ++i) {
+    auto where = fmt::format("shards[{}]", i);
+    ManifestShard s;
+    s.file = r.file_name(shards[i], "file", where);
+    s.sha256 = r.digest(shards[i], "sha256", where);
+    s.size = r.number(shards[i], "size", where);
+    s.payload_bytes = r.number(shards[i], "payload_bytes", where);
+    const auto& keys = r.field(shards[i], "keys", where);
+    if (!keys.is_array()) r.bad(where + ".keys", "expected an array");
+    for (const auto& k : keys) {
+      if (!k.is_string()) r.bad(where + ".keys", "expected strings");
+      s.keys.push_back(k.get<std::string>());
+    }
+    m.shards.push_back(std::move(s));
+  }
+  const auto& tensors = r.field(j, "tensors", "");
+  if (!tensors.is_object()) r.bad("tensors", "expected an object");
+  if (tensors.size() > Limits::max_keys) r.bad("tensors", "too many keys");
+  for (const auto& [key, t] : tensors.items()) {
+    auto where = fmt::format("tensors[{}]", quote(key));
+    ManifestTensor mt;
+    mt.shard = r.file_name(t, "shard", where);
+    mt.sha256 = r.digest(t, "sha256", where);
+    mt.nbytes = r.number(t, "nbytes", where);
+    auto dtype = dtype_from_name(r.string(t, "dtype", where));
+    if (!dtype) r.bad(where + ".dtype", "unknown ScalarType name");
+    mt.dtype = *dtype;
+    const auto& shape = r.field(t, "shape", where);
+    if (!shape.is_array() || shape.size() > Limits::max_rank) r.bad(where + ".shape", "expected an array of at most 32 dims");
+    for (const auto& d : shape) {
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+        r.bad(where + ".shape", "expected non-negative integers");
+      }
+      mt.shape.push_back(d.get<int64_t>());
+    }
+    const auto& mut = r.field(t, "mutable", where);
+    if (!mut.is_boolean()) r.bad(where + ".mutable", "expected a boolean");
+    mt.is_mutable = mut.get<bool>();
+    if (t.contains("alias_of")) mt.alias_of = r.string(t, "alias_of", where);
+    m.tensors.emplace(key, std::move(mt));
+  }
+  const auto& state = r.field(j, "state", "");
+  if (!state.is_array()) r.bad("state", "expected an array");
+  for (const auto& k : state) {
+    if (!k.is_string()) r.bad("state", "expected strings");
+    m.state.push_back(k.get<std::string>());
+  }
+  m.total_size = r.number(r.field(j, "metadata", ""), "total_size", "metadata");
+  const auto& weight_map = r.field(j, "weight_map", "");
+  if (!weight_map.is_object()) r.bad("weight_map", "expected an object");
+  for (const auto& [key, file] : weight_map.items()) {
+    if (!file.is_string() || !is_plain_file_name(file.get<std::string>())) {
+      r.bad(fmt::format("weight_map[{}]", quote(key)), "expected a plain file name");
+    }
+    m.weight_map.emplace(key, file.get<std::string>());
+  }
+  return m;
+}
+
+}  // namespace ptepack

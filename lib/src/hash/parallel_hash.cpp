@@ -1,0 +1,46 @@
+// Parallel range hashing: distinct ranges, biggest first, one bounded buffer per task.
+#include "ptepack/hash/parallel_hash.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <tuple>
+
+namespace ptepack {
+
+std::vector<Digest> hash_ranges(const std::vector<ByteRange>& ranges, unsigned jobs,
+                                Progress* progress) {
+  using RangeId = std::tuple<const InputFile*, uint64_t, uint64_t>;
+  std::map<RangeId, size_t> distinct_index;
+  std::vector<size_t> slot_of(ranges.size());
+  std::vector<size_t> distinct;  // index into ranges of each distinct range
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    RangeId id{ranges[i].file.get(), ranges[i].offset, ranges[i].size};
+    auto [it, fresh] = distinct_index.emplace(id, distinct.size());
+    if (fresh) distinct.push_back(i);
+    slot_of[i] = it->second;
+  }
+  std::vector<size_t> order(distinct.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return ranges[distinct[a]].size > ranges[distinct[b]].size;
+  });
+  std::vector<Digest> digests(distinct.size());
+  parallel_for(order.size(), effective_jobs(jobs), [&](size_t n) {
+    size_t slot = order[n];
+    const auto& range = ranges[distinct[slot]];
+    // Sized to the range so many small tensors cost no large allocations.
+    std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(kChunkBytes, std::max<uint64_t>(range.size, 1))));
+    Sha256 hasher;
+    for_each_chunk(range, buffer, [&](std::span<const uint8_t> chunk) {
+      hasher.update(chunk);
+      if (progress != nullptr) progress->add_hashed(chunk.size());
+    });
+    digests[slot] = hasher.finish();
+  });
+  std::vector<Digest> out(ranges.size());
+  for (size_t i = 0; i < ranges.size(); ++i) out[i] = digests[slot_of[i]];
+  return out;
+}
+
+}  // namespace ptepack

@@ -1,0 +1,170 @@
+// pack orchestration: load, merge, hash, plan, then write atomically (or only print the plan).
+#include "ptepack/packing/pack.h"
+
+#include <sys/stat.h>
+
+#include "pack_internal.h"
+#include "ptepack/base/error.h"
+#include "ptepack/formats/artifact.h"
+#include "ptepack/hash/parallel_hash.h"
+
+namespace ptepack {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_package_path(const fs::path& output) { return output.extension() == ".ptn"; }
+
+fs::path canonical_or_self(const fs::path& p) {
+  std::error_code ec;
+  auto c = fs::weakly_canonical(p, ec);
+  return ec ? p : c;
+}
+
+void check_options(const PackOptions& options) {
+  const auto& s = options.sharding;
+  if (options.output.empty()) fail(ErrorCode::usage, "no output given (-o OUTPUT)");
+  if (s.alignment < 16 || (s.alignment & (s.alignment - 1)) != 0) {
+    fail(ErrorCode::usage, "--alignment {} must be a power of two >= 16", s.alignment);
+  }
+  const auto& prefix = options.shard_prefix;
+  bool prefix_ok = !prefix.empty() && prefix.size() <= 100 && prefix.front() != '.' &&
+                   prefix.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+                       std::string::npos;
+  if (!prefix_ok) {
+    fail(ErrorCode::usage, "--shard-prefix {} must be letters, digits, '.', '_' or '-' (not starting with '.')",
+         quote(prefix));
+  }
+  if (is_package_path(options.output) && s.max_shard_bytes) {
+    fail(ErrorCode::usage, "--max-shard-bytes applies to directory outputs, not to a .ptn package");
+  }
+}
+
+// Refuses outputs that would overwrite an input or clobber an unrelated directory.
+void check_output_target(const PackOptions& options, const std::vector<fs::path>& input_paths) {
+  auto target = canonical_or_self(options.output);
+  for (const auto& input : input_paths) {
+    auto in = canonical_or_self(input);
+    if (in == target || (fs::is_directory(target) && in.parent_path() == target)) {
+      fail(ErrorCode::usage, "{}: output would overwrite input {}", options.output.string(), input.string());
+    }
+  }
+  std::error_code ec;
+  auto status = fs::symlink_status(options.output, ec);
+  if (!fs::exists(status)) {
+    auto parent = options.output.parent_path();
+    if (!parent.empty() && !fs::is_directory(parent)) {
+      fail(ErrorCode::io, "{}: parent directory does not exist", options.output.string());
+    }
+    return;
+  }
+  bool package = is_package_path(options.output);
+  if (package && !fs::is_regular_file(status)) {
+    fail(ErrorCode::usage, "{}: exists and is not a regular file", options.output.string());
+  }
+  if (!package) {
+    if (!fs::is_directory(status)) {
+      fail(ErrorCode::usage, "{}: exists and is not a directory", options.output.string());
+    }
+    bool empty = fs::is_empty(options.output, ec);
+    bool ours = fs::exists(options.output / "manifest.json", ec);
+    if (!empty && !ours && !options.force) {
+      fail(ErrorCode::usage,
+           "{}: refusing to replace a non-empty directory that is not a ptepack output (use --force)",
+           options.output.string());
+    }
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+void summarize_groups(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
+                      PackSummary& summary) {
+  summary.tensors = tensors.size();
+  summary.unique_tensors = groups.size();
+  summary.logical_bytes = 0;
+  summary.stored_bytes = 0;
+  for (const auto& t : tensors) summary.logical_bytes += t.data.bytes.size;
+  for (const auto& g : groups) {
+    summary.stored_bytes += g.nbytes;
+    for (size_t k = 1; k < g.members.size(); ++k) {
+      summary.aliases.emplace(tensors[g.members[k]].key, tensors[g.members[0]].key);
+    }
+  }
+}
+
+}  // namespace detail
+
+PackSummary pack(const PackOptions& options) {
+  check_options(options);
+  if (options.inputs.empty()) fail(ErrorCode::usage, "no inputs given");
+
+  std::vector<MergeInput> merge_inputs;
+  std::vector<fs::path> input_paths;
+  PackSummary summary;
+  for (const auto& text : options.inputs) {
+    auto spec = parse_input_spec(text);
+    auto artifact = load_artifact(spec.path, spec.data);
+    if (!artifact.program) {
+      fail(ErrorCode::usage, "{}: a {} holds no program; pass it as @DATA of a program input", artifact.name,
+           artifact_kind_name(artifact.kind));
+    }
+    input_paths.push_back(spec.path);
+    for (const auto& d : artifact.data_files) input_paths.emplace_back(d);
+    MergeInput in{artifact.name, std::move(artifact.program), std::move(artifact.data), spec.method, true};
+    merge_inputs.push_back(std::move(in));
+  }
+  if (!options.dry_run) check_output_target(options, input_paths);
+
+  for (const auto& in : merge_inputs) {
+    for (const auto& m : in.program->methods) {
+      summary.methods.emplace_back(in.rename_method ? *in.rename_method : m->name, in.name);
+    }
+  }
+  detail::PreparedPack prepared;
+  prepared.merged = merge_programs(std::move(merge_inputs));
+  auto& merged = prepared.merged;
+  summary.output = options.output.string();
+  summary.package = is_package_path(options.output);
+  summary.dry_run = options.dry_run;
+  summary.sharding = options.sharding;
+  summary.renames = merged.renames;
+  summary.state.assign(merged.state.begin(), merged.state.end());
+  summary.dropped_keys = merged.dropped_keys;
+  summary.dropped_bytes = merged.dropped_bytes;
+
+  for (const auto& [key, data] : merged.tensors) {
+    prepared.tensors.push_back({key, data, {}, merged.state.count(key) > 0});
+  }
+  prepared.program_bytes = write_program_binary(*merged.program);
+
+  Progress progress;
+  uint64_t total = 0;
+  std::vector<ByteRange> ranges;
+  for (const auto& t : prepared.tensors) {
+    ranges.push_back(t.data.bytes);
+    total += t.data.bytes.size;
+  }
+  progress.set_totals(total, 0);
+  progress.start(options.progress);
+  auto digests = hash_ranges(ranges, options.jobs, &progress);
+  for (size_t i = 0; i < digests.size(); ++i) prepared.tensors[i].sha256 = digests[i];
+
+  std::unique_ptr<AtomicOutput> output;
+  if (!options.dry_run) {
+    output = std::make_unique<AtomicOutput>(options.output, summary.package ? AtomicOutput::Kind::file
+                                                                             : AtomicOutput::Kind::directory);
+  }
+  if (summary.package) {
+    detail::write_package(prepared, options, output.get(), &progress, summary);
+  } else {
+    detail::write_directory(prepared, options, output.get(), &progress, summary);
+  }
+  progress.stop();
+  if (output) output->commit();
+  return summary;
+}
+
+}  // namespace ptepack

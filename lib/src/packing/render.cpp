@@ -1,0 +1,81 @@
+// Text and JSON summaries of a pack run (or of its plan, with --dry-run).
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ptepack/base/format_util.h"
+#include "ptepack/packing/pack.h"
+
+namespace ptepack {
+
+std::string render_pack_text(const PackSummary& s) {
+  std::string out;
+  auto line = [&out](const std::string& text) { out += text + "\n"; };
+  line(fmt::format("{} {} ({})", s.dry_run ? "plan for" : "packed", s.output,
+                   s.package ? "ptn package" : fmt::format("directory, {} shards", shard_format_name(s.sharding.format))));
+  line(fmt::format("methods: {}", s.methods.size()));
+  for (const auto& [method, input] : s.methods) line(fmt::format("  {:<20} from {}", method, input));
+  line(fmt::format("renamed keys: {}", s.renames.size()));
+  for (const auto& r : s.renames) line(fmt::format("  {}: {} -> {}", r.method, r.from, r.to));
+  line(fmt::format("state keys: {}", s.state.size()));
+  for (const auto& k : s.state) line(fmt::format("  {}", k));
+  line(fmt::format("tensors: {} keys, {} stored, {} aliases", s.tensors, s.unique_tensors, s.aliases.size()));
+  line(fmt::format("bytes: {} referenced, {} stored, {} saved by dedup", human_bytes(s.logical_bytes),
+                   human_bytes(s.stored_bytes), human_bytes(s.logical_bytes - s.stored_bytes)));
+  if (s.dropped_keys > 0) {
+    line(fmt::format("dropped: {} unreferenced keys, {}", s.dropped_keys, human_bytes(s.dropped_bytes)));
+  }
+  if (!s.package) {
+    std::string cap = s.sharding.max_shard_bytes
+                          ? fmt::format("{} ({} mode)", *s.sharding.max_shard_bytes, cap_mode_name(s.sharding.cap_mode))
+                          : std::string("none");
+    line(fmt::format("shards: {}, cap {}", s.shards.size(), cap));
+    for (size_t i = 0; i < s.shards.size(); ++i) {
+      const auto& sh = s.shards[i];
+      line(fmt::format("  #{:<3} {:<40} {:>12} bytes  payload {:>12}  {} keys", i + 1,
+                       sh.file.empty() ? std::string("(named from content when written)") : sh.file, sh.size,
+                       sh.payload_bytes, sh.keys.size()));
+    }
+  }
+  line(fmt::format("{}: {} bytes", s.dry_run ? "would write" : "wrote", s.output_bytes));
+  return out;
+}
+
+std::string render_pack_json(const PackSummary& s) {
+  using ordered = nlohmann::ordered_json;
+  ordered j;
+  j["output"] = s.output;
+  j["kind"] = s.package ? "ptn" : "directory";
+  j["dry_run"] = s.dry_run;
+  ordered methods = ordered::array();
+  for (const auto& [method, input] : s.methods) methods.push_back({{"name", method}, {"input", input}});
+  j["methods"] = methods;
+  ordered renames = ordered::array();
+  for (const auto& r : s.renames) renames.push_back({{"method", r.method}, {"from", r.from}, {"to", r.to}});
+  j["renames"] = renames;
+  j["state"] = s.state;
+  j["aliases"] = s.aliases;
+  j["tensors"] = s.tensors;
+  j["unique_tensors"] = s.unique_tensors;
+  j["referenced_bytes"] = s.logical_bytes;
+  j["stored_bytes"] = s.stored_bytes;
+  j["dedup_saved_bytes"] = s.logical_bytes - s.stored_bytes;
+  j["dropped_keys"] = s.dropped_keys;
+  j["dropped_bytes"] = s.dropped_bytes;
+  if (!s.package) {
+    j["shard_format"] = shard_format_name(s.sharding.format);
+    j["max_shard_bytes"] = s.sharding.max_shard_bytes ? ordered(*s.sharding.max_shard_bytes) : ordered(nullptr);
+    j["cap_mode"] = cap_mode_name(s.sharding.cap_mode);
+    ordered shards = ordered::array();
+    for (const auto& sh : s.shards) {
+      shards.push_back({{"file", sh.file.empty() ? ordered(nullptr) : ordered(sh.file)},
+                        {"size", sh.size},
+                        {"payload_bytes", sh.payload_bytes},
+                        {"keys", sh.keys}});
+    }
+    j["shards"] = shards;
+  }
+  j["output_bytes"] = s.output_bytes;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace ptepack

@@ -1,0 +1,149 @@
+// Directory writer: program.ptg, content-named weight shards, index (safetensors) and manifest.
+#include <filesystem>
+
+#include "pack_internal.h"
+#include "ptepack/packing/file_content.h"
+#include "ptepack/base/error.h"
+#include "ptepack/formats/flat_tensor.h"
+#include "ptepack/formats/manifest.h"
+#include "ptepack/formats/safetensors.h"
+
+namespace ptepack::detail {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The bytes of one planned shard file.
+FileContent shard_content(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
+                          const PlannedShard& shard, const ShardingOptions& options,
+                          std::vector<std::string>& keys) {
+  FileContent content;
+  if (options.format == ShardFormat::ptd) {
+    std::vector<ptd::Entry> entries;
+    std::vector<uint64_t> segment_sizes;
+    for (size_t g : shard.groups) {
+      for (size_t index : groups[g].members) {
+        const auto& t = tensors[index];
+        entries.push_back({t.key, t.data.dtype, t.data.shape, static_cast<uint32_t>(segment_sizes.size())});
+      }
+      segment_sizes.push_back(groups[g].nbytes);
+    }
+    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+    auto layout = ptd::plan_file(entries, segment_sizes, options.alignment);
+    content.size = layout.file_size;
+    content.pieces.push_back({0, layout.head, {}});
+    for (size_t s = 0; s < shard.groups.size(); ++s) {
+      const auto& owner = tensors[groups[shard.groups[s]].members[0]];
+      content.pieces.push_back({layout.segment_offsets[s], {}, owner.data.bytes});
+    }
+    for (const auto& e : entries) keys.push_back(e.key);
+  } else {
+    std::vector<size_t> owners;
+    for (size_t g : shard.groups) owners.push_back(groups[g].members[0]);
+    std::sort(owners.begin(), owners.end(), [&](size_t a, size_t b) { return tensors[a].key < tensors[b].key; });
+    std::vector<safetensors::Entry> entries;
+    for (size_t index : owners) {
+      const auto& t = tensors[index];
+      entries.push_back({t.key, t.data.dtype, t.data.shape, t.data.bytes.size});
+      keys.push_back(t.key);
+    }
+    auto layout = safetensors::plan_file(entries, {});
+    content.size = layout.file_size;
+    content.pieces.push_back({0, layout.head, {}});
+    for (size_t k = 0; k < owners.size(); ++k) {
+      content.pieces.push_back({layout.data_offsets[k], {}, tensors[owners[k]].data.bytes});
+    }
+  }
+  std::sort(content.pieces.begin(), content.pieces.end(),
+            [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+  return content;
+}
+
+// Writes a small in-memory file into the output directory; returns its digest.
+Digest write_small_file(const fs::path& path, const std::string& display, const std::string& bytes) {
+  OutputFile file(path, display);
+  file.write_at(0, bytes);
+  file.finish(bytes.size());
+  return sha256(bytes);
+}
+
+}  // namespace
+
+void write_directory(const PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
+                     Progress* progress, PackSummary& summary) {
+  const auto& tensors = prepared.tensors;
+  const auto& sharding = options.sharding;
+  auto groups = group_tensors(tensors, sharding.format == ShardFormat::ptd ? DedupRule::bytes
+                                                                           : DedupRule::dtype_shape_bytes);
+  summarize_groups(tensors, groups, summary);
+  auto plan = plan_shards(tensors, groups, sharding);
+  const char* ext = sharding.format == ShardFormat::ptd ? "ptd" : "safetensors";
+
+  std::vector<FileContent> contents(plan.size());
+  summary.shards.resize(plan.size());
+  summary.output_bytes = prepared.program_bytes.size();
+  for (size_t s = 0; s < plan.size(); ++s) {
+    contents[s] = shard_content(tensors, groups, plan[s], sharding, summary.shards[s].keys);
+    if (sharding.max_shard_bytes && sharding.cap_mode == CapMode::file &&
+        contents[s].size > *sharding.max_shard_bytes) {
+      fail(ErrorCode::internal, "shard {} of {} bytes exceeds the planned cap {}", s + 1, contents[s].size,
+           *sharding.max_shard_bytes);
+    }
+    summary.shards[s].size = contents[s].size;
+    summary.shards[s].payload_bytes = plan[s].payload_bytes;
+    summary.output_bytes += contents[s].size;
+  }
+  if (output == nullptr) return;
+
+  const auto& dir = output->temp_path();
+  auto display = [&](const std::string& name) { return (output->target() / name).string(); };
+  Manifest manifest;
+  manifest.program = {"program.ptg", to_hex(write_small_file(dir / "program.ptg", display("program.ptg"),
+                                                             prepared.program_bytes)),
+                      prepared.program_bytes.size()};
+  manifest.shard_format = std::string(shard_format_name(sharding.format));
+  manifest.max_shard_bytes = sharding.max_shard_bytes;
+  manifest.cap_mode = std::string(cap_mode_name(sharding.cap_mode));
+
+  // Shards are independent files: write them in parallel, each hashed as it streams.
+  std::vector<Digest> digests(plan.size());
+  unsigned jobs = effective_jobs(options.jobs);
+  parallel_for(plan.size(), jobs, [&](size_t s) {
+    auto temp_name = fmt::format(".shard-{}.tmp", s);
+    OutputFile file(dir / temp_name, display(temp_name));
+    StreamOptions stream;
+    stream.sha256 = true;
+    digests[s] = write_content(file, contents[s], stream, progress).sha256;
+    file.finish(contents[s].size);
+  });
+  for (size_t s = 0; s < plan.size(); ++s) {
+    auto hex = to_hex(digests[s]);
+    auto name = fmt::format("{}-{}.{}", options.shard_prefix, hex.substr(0, 16), ext);
+    std::error_code ec;
+    fs::rename(dir / fmt::format(".shard-{}.tmp", s), dir / name, ec);
+    if (ec) fail(ErrorCode::io, "{}: cannot rename shard: {}", display(name), ec.message());
+    summary.shards[s].file = name;
+    manifest.shards.push_back({name, hex, contents[s].size, plan[s].payload_bytes, summary.shards[s].keys});
+    manifest.total_size += plan[s].payload_bytes;
+    for (size_t g : plan[s].groups) {
+      const auto& members = groups[g].members;
+      const auto& owner = tensors[members[0]];
+      for (size_t index : members) {
+        const auto& t = tensors[index];
+        ManifestTensor mt{name, to_hex(t.sha256), t.data.bytes.size, t.data.dtype, t.data.shape, t.is_mutable, {}};
+        if (index != members[0]) mt.alias_of = owner.key;
+        manifest.tensors.emplace(t.key, std::move(mt));
+      }
+    }
+    for (const auto& key : summary.shards[s].keys) manifest.weight_map.emplace(key, name);
+  }
+  manifest.state = summary.state;
+  if (sharding.format == ShardFormat::safetensors) {
+    auto index = safetensors::index_json(manifest.total_size, manifest.weight_map);
+    write_small_file(dir / "model.safetensors.index.json", display("model.safetensors.index.json"), index);
+  }
+  // The manifest is written last: its presence marks a complete directory.
+  write_small_file(dir / "manifest.json", display("manifest.json"), manifest_to_json(manifest));
+}
+
+}  // namespace ptepack::detail

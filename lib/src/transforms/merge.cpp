@@ -1,0 +1,291 @@
+// The transformation: program-wide mutability, state/ and <method>/ names, checks, data binding.
+#include "ptepack/transforms/merge.h"
+
+#include <map>
+
+#include "ptepack/base/error.h"
+#include "ptepack/model/program_walk.h"
+#include "ptepack/transforms/validate.h"
+
+namespace ptepack {
+namespace {
+
+constexpr std::string_view kStatePrefix = "state/";
+
+bool starts_with(const std::string& s, std::string_view prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& line : lines) {
+    if (!out.empty()) out += '\n';
+    out += line;
+  }
+  return out;
+}
+
+// Shape and dtype of a mutable buffer as one method declares it.
+struct BufferDecl {
+  nb::ScalarType dtype;
+  std::vector<std::pair<int64_t, int64_t>> sizes;
+  std::string method;
+  bool operator==(const BufferDecl& o) const { return dtype == o.dtype && sizes == o.sizes; }
+};
+
+BufferDecl declare(const nb::TensorMetaT& meta, const std::string& method) {
+  BufferDecl d{meta.dtype, {}, method};
+  for (const auto& dim : meta.sizes) d.sizes.emplace_back(dim->min, dim->max);
+  return d;
+}
+
+std::string describe(const BufferDecl& d) {
+  std::string dims;
+  for (const auto& [lo, hi] : d.sizes) {
+    if (!dims.empty()) dims += ", ";
+    dims += lo == hi ? std::to_string(lo) : fmt::format("{}..{}", lo, hi);
+  }
+  return fmt::format("{} [{}]", dtype_name(static_cast<DType>(d.dtype)), dims);
+}
+
+std::string describe_shape(DType dtype, const Shape& shape) {
+  return fmt::format("{} [{}]", dtype_name(dtype), fmt::join(shape, ", "));
+}
+
+// Checks an unquantised constant's data against its declared meta.
+void check_constant_data(const nb::NamedTensorRefT& c, const TensorData& data,
+                         const std::string& method, const std::string& input) {
+  if (c.meta->quant) return;  // packed quantised data: only presence is checked
+  auto declared = static_cast<DType>(c.meta->dtype);
+  auto where = fmt::format("{}: method {}: constant {} (key {})", input, quote(method),
+                           quote(c.name), quote(c.data_key));
+  if (declared != data.dtype) {
+    fail_input("{}: graph declares dtype {} but data is {}", where, dtype_name(declared),
+               dtype_name(data.dtype));
+  }
+  bool shape_ok = c.meta->sizes.size() == data.shape.size();
+  for (size_t i = 0; shape_ok && i < data.shape.size(); ++i) {
+    const auto& dim = *c.meta->sizes[i];
+    int64_t actual = data.shape[i];
+    shape_ok = dim.min == dim.max ? actual == dim.min
+                                  : actual >= dim.min && (dim.max < 0 || actual <= dim.max);
+  }
+  if (!shape_ok) {
+    fail_input("{}: graph declares shape {} but data has shape [{}]", where,
+               describe(declare(*c.meta, method)), fmt::join(data.shape, ", "));
+  }
+  auto expected = byte_size(data.dtype, data.shape);
+  if (!expected || *expected != data.bytes.size) {
+    fail_input("{}: data has {} bytes but {} needs {}", where, data.bytes.size,
+               describe_shape(data.dtype, data.shape), expected ? *expected : 0);
+  }
+}
+
+// Quantisation parameters must have the dtype their AffineGroup declares.
+void check_quant_data(const nb::TensorMetaT& meta, const std::string& tensor, const TensorTable& data,
+                      const std::string& method, const std::string& input) {
+  if (!meta.quant || meta.quant->scheme.type != nb::QuantScheme::AffineGroup) return;
+  const auto& group = *meta.quant->scheme.AsAffineGroup();
+  auto check = [&](const std::string& key, nb::ScalarType declared, std::string_view what) {
+    auto it = data.find(key);
+    if (key.empty() || it == data.end()) return;
+    if (it->second.dtype != static_cast<DType>(declared)) {
+      fail_input("{}: method {}: tensor {}: {} key {} declares {} but data is {}", input,
+                 quote(method), quote(tensor), what, quote(key),
+                 dtype_name(static_cast<DType>(declared)), dtype_name(it->second.dtype));
+    }
+  };
+  check(group.scale_data_key, group.scale_dtype, "scale");
+  check(group.zero_point_data_key, group.zero_point_dtype, "zero point");
+}
+
+bool same_bytes(const ByteRange& a, const ByteRange& b) {
+  if (a.size != b.size) return false;
+  if (a.file == b.file && a.offset == b.offset) return true;
+  std::vector<uint8_t> x(1 << 20), y(1 << 20);
+  for (uint64_t done = 0; done < a.size;) {
+    auto n = static_cast<size_t>(std::min<uint64_t>(x.size(), a.size - done));
+    a.file->read_at(a.offset + done, std::span<uint8_t>(x.data(), n));
+    b.file->read_at(b.offset + done, std::span<uint8_t>(y.data(), n));
+    if (!std::equal(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n), y.begin())) return false;
+    done += n;
+  }
+  return true;
+}
+
+// Where a final key's data came from, to detect disagreeing state data.
+struct Binding {
+  TensorData data;
+  std::string input;
+  std::string method;
+};
+
+}  // namespace
+
+namespace {
+// Appends instead of operator+ (which trips a GCC 12 -Wrestrict false positive).
+std::string prefixed(std::string_view prefix, std::string_view separator, const std::string& key) {
+  std::string out;
+  out.reserve(prefix.size() + separator.size() + key.size());
+  out.append(prefix).append(separator).append(key);
+  return out;
+}
+}  // namespace
+
+std::string state_key(const std::string& key) {
+  return starts_with(key, kStatePrefix) ? key : prefixed(kStatePrefix, "", key);
+}
+
+std::string final_key(const std::string& method, const std::string& key, bool is_mutable) {
+  if (is_mutable) return state_key(key);
+  if (key.size() > method.size() && key.compare(0, method.size(), method) == 0 && key[method.size()] == '/') {
+    return key;
+  }
+  return prefixed(method, "/", key);
+}
+
+MergedProgram merge_programs(std::vector<MergeInput> inputs) {
+  MergedProgram out;
+  out.program = std::make_unique<nb::ProgramT>();
+  out.program->version = std::string(1, '1');  // (a literal trips GCC 12 -Wrestrict)
+
+  // Method names and structure.
+  std::map<std::string, std::string> method_owner;  // method -> input name
+  std::vector<std::string> problems;
+  for (auto& input : inputs) {
+    const auto& version = input.program->version;
+    if (!version.empty() && version != "1") {
+      fail_input("{}: unsupported program version {} (expected \"1\")", input.name, quote(version));
+    }
+    if (input.rename_method) {
+      if (input.program->methods.size() != 1) {
+        fail(ErrorCode::usage, "{}: METHOD= renames a single method, but the input holds {} methods",
+             input.name, input.program->methods.size());
+      }
+      input.program->methods[0]->name = *input.rename_method;
+    }
+    if (input.program->methods.empty()) fail_input("{}: program has no methods", input.name);
+    for (const auto& method : input.program->methods) {
+      auto problem = method_name_problem(method->name);
+      if (!problem.empty()) {
+        fail(input.rename_method && input.rename_from_command_line ? ErrorCode::usage
+                                                                   : ErrorCode::invalid_input,
+             "{}: {}", input.name, problem);
+      }
+      auto [it, inserted] = method_owner.emplace(method->name, input.name);
+      if (!inserted) {
+        fail(ErrorCode::conflict, "{}: method {} is already provided by {}", input.name,
+             quote(method->name), it->second);
+      }
+      auto found = validate_method_structure(*method, input.name);
+      problems.insert(problems.end(), found.begin(), found.end());
+    }
+  }
+  if (!problems.empty()) throw Error(ErrorCode::invalid_input, join_lines(problems));
+
+  // Rule 1: mutability is program-wide, decided on the state name.
+  for (auto& input : inputs) {
+    for (const auto& method : input.program->methods) {
+      for (const auto& c : method->constants) {
+        if (c->mutated) out.state.insert(state_key(c->data_key));
+      }
+      for_each_data_key(*method, [&](const std::string& key, KeyRole role) {
+        if (role == KeyRole::mutable_buffer || role == KeyRole::mutation_target) {
+          out.state.insert(state_key(key));
+        }
+      });
+    }
+  }
+  auto is_mutable = [&](const std::string& key) { return out.state.count(state_key(key)) > 0; };
+
+  // Mutable buffers must agree on dtype and shape across methods.
+  std::map<std::string, BufferDecl> buffer_decls;
+  auto check_decl = [&](const std::string& key, BufferDecl decl) {
+    auto [it, inserted] = buffer_decls.emplace(key, decl);
+    if (!inserted && !(it->second == decl)) {
+      fail(ErrorCode::conflict, "mutable buffer {}: method {} declares {} but method {} declares {}",
+           quote(key), quote(it->second.method), describe(it->second), quote(decl.method),
+           describe(decl));
+    }
+  };
+
+  // Rules 2-4: rename every reference; detect collisions within an input.
+  std::map<std::string, Binding> bound;  // final key -> data source
+  std::set<std::string> needs_data;      // final keys read as tensors
+  for (auto& input : inputs) {
+    std::map<std::string, std::pair<std::string, std::string>> origin;  // final -> (method, key)
+    std::set<std::string> used_source_keys;
+    for (auto& method : input.program->methods) {
+      const std::string method_name = method->name;
+      std::set<std::string> renamed_here;
+      for (const auto& c : method->constants) {
+        if (!is_mutable(c->data_key)) continue;
+        auto key = state_key(c->data_key);
+        check_decl(key, declare(*c->meta, method_name));
+      }
+      for (const auto& buffer : method->mutable_buffers) {
+        for (const auto& tv : method->graph->tensor_values) {
+          if (tv->name == buffer->name) check_decl(state_key(buffer->fqn), declare(*tv->meta, method_name));
+        }
+      }
+      // Data checks use the source keys, before renaming.
+      for (const auto& c : method->constants) {
+        auto it = input.data.find(c->data_key);
+        if (it != input.data.end()) check_constant_data(*c, it->second, method_name, input.name);
+      }
+      for_each_tensor_meta(*method, [&](const nb::TensorMetaT& meta, const std::string& name) {
+        check_quant_data(meta, name, input.data, method_name, input.name);
+      });
+      for_each_data_key(*method, [&](std::string& key, KeyRole role) {
+        bool mut = is_mutable(key);
+        std::string final_name = final_key(method_name, key, mut);
+        auto [o, fresh] = origin.emplace(final_name, std::make_pair(method_name, key));
+        if (!fresh && o->second.second != key) {
+          fail(ErrorCode::conflict, "{}: method {}: keys {} and {} both become {}", input.name,
+               quote(method_name), quote(o->second.second), quote(key), quote(final_name));
+        }
+        bool tensor_role = role == KeyRole::constant || role == KeyRole::scale || role == KeyRole::zero_point;
+        if (tensor_role) needs_data.insert(final_name);
+        auto data = input.data.find(key);
+        if (data != input.data.end()) {
+          used_source_keys.insert(key);
+          auto [b, first] = bound.emplace(final_name, Binding{data->second, input.name, method_name});
+          if (!first && b->second.input != input.name) {
+            const auto& prev = b->second;
+            bool same = prev.data.dtype == data->second.dtype && prev.data.shape == data->second.shape &&
+                        same_bytes(prev.data.bytes, data->second.bytes);
+            if (!same) {
+              fail(ErrorCode::conflict,
+                   "state key {}: initial data differs between {} (method {}) and {} (method {})",
+                   quote(final_name), prev.input, quote(prev.method), input.name, quote(method_name));
+            }
+          }
+        } else if (tensor_role && !mut) {
+          fail_input("{}: method {}: {} key {} has no data", input.name, quote(method_name),
+                     key_role_name(role), quote(key));
+        }
+        if (final_name != key && renamed_here.insert(key).second) {
+          out.renames.push_back({method_name, key, final_name});
+        }
+        key = final_name;
+      });
+    }
+    for (const auto& [key, data] : input.data) {
+      if (!used_source_keys.count(key)) {
+        ++out.dropped_keys;
+        out.dropped_bytes += data.bytes.size;
+      }
+    }
+  }
+  for (const auto& key : needs_data) {
+    if (!bound.count(key)) fail_input("state key {} is read as a tensor but no input provides its data", quote(key));
+  }
+
+  for (auto& [key, binding] : bound) out.tensors.emplace(key, std::move(binding.data));
+  for (auto& input : inputs) {
+    for (auto& method : input.program->methods) out.program->methods.push_back(std::move(method));
+  }
+  return out;
+}
+
+}  // namespace ptepack

@@ -1,0 +1,192 @@
+// Graph structure validation: every use resolves to an earlier definition in its scope.
+#include "ptepack/transforms/validate.h"
+
+#include <map>
+#include <set>
+
+#include "ptepack/base/error.h"
+
+namespace ptepack {
+namespace {
+
+class ScopeChecker {
+ public:
+  ScopeChecker(std::vector<std::string>& problems, std::string where)
+      : problems_(problems), where_(std::move(where)) {}
+
+  // bound: names defined before the first node (graph inputs and, at the top
+  // level, the method's bindings).
+  void check(const nb::GraphT& graph, const std::vector<std::string>& bound, int depth) {
+    for (const auto& name : bound) {
+      if (!bound_.insert(name).second) report("duplicate SSA name {} among inputs and bindings", name);
+    }
+    collect_definitions(graph);
+    std::set<std::string> defined(bound_.begin(), bound_.end());
+    std::set<std::string> node_names;
+    for (const auto& node : graph.nodes) {
+      if (!node_names.insert(node->name).second) report("duplicate node name {}", node->name);
+      if (node->op_kind == nb::OpKind::PLACEHOLDER) {
+        check_placeholder(*node);
+        continue;
+      }
+      for (const auto& input : node->inputs) check_argument(*node, *input->arg, defined, depth);
+      for (const auto& out : node->outputs) {
+        if (!out->alias_of.empty()) use(*node, out->alias_of, defined, "alias_of");
+        define(out->name, defined);
+        for (const auto& name : out->names) define(name, defined);
+      }
+    }
+    for (const auto& name : graph.outputs) {
+      if (!defined.count(name)) report("graph output {} is not defined", name);
+    }
+    std::set<std::string> described;
+    for (const auto& tv : graph.tensor_values) {
+      if (!described.insert(tv->name).second) report("duplicate tensor_values entry {}", tv->name);
+      if (!defined.count(tv->name)) report("tensor_values entry {} names no value", tv->name);
+    }
+    defined_ = std::move(defined);
+    described_ = std::move(described);
+  }
+
+  [[nodiscard]] bool is_defined(const std::string& name) const { return defined_.count(name) > 0; }
+  [[nodiscard]] bool is_described(const std::string& name) const {
+    return described_.count(name) > 0;
+  }
+
+  template <typename... Args>
+  void report(fmt::format_string<std::string, Args...> format, const std::string& name,
+              Args&&... args) {
+    problems_.push_back(where_ + ": " +
+                        fmt::format(format, quote(name), std::forward<Args>(args)...));
+  }
+
+ private:
+  void collect_definitions(const nb::GraphT& graph) {
+    for (const auto& node : graph.nodes) {
+      if (node->op_kind == nb::OpKind::PLACEHOLDER) continue;
+      for (const auto& out : node->outputs) {
+        all_definitions_.insert(out->name);
+        all_definitions_.insert(out->names.begin(), out->names.end());
+      }
+    }
+  }
+
+  void check_placeholder(const nb::NodeT& node) {
+    if (!bound_.count(node.name)) {
+      report("placeholder {} is not bound by a graph input or binding", node.name);
+    }
+    for (const auto& out : node.outputs) {
+      if (out->name != node.name && !bound_.count(out->name)) {
+        report("placeholder output {} is not bound by a graph input or binding", out->name);
+      }
+    }
+  }
+
+  void define(const std::string& name, std::set<std::string>& defined) {
+    if (!defined.insert(name).second) report("duplicate SSA name {}", name);
+  }
+
+  void use(const nb::NodeT& node, const std::string& name, const std::set<std::string>& defined,
+           std::string_view what) {
+    if (defined.count(name)) return;
+    if (all_definitions_.count(name)) {
+      report("node {} uses {} ({}) before it is defined (forward reference)", node.name, name, what);
+    } else {
+      report("node {} uses unresolved name {} ({})", node.name, name, what);
+    }
+  }
+
+  void check_argument(const nb::NodeT& node, const nb::ArgumentT& arg,
+                      const std::set<std::string>& defined, int depth) {
+    const auto& v = arg.value;
+    switch (v.type) {
+      case nb::ArgumentValue::TensorArg: use(node, v.AsTensorArg()->name, defined, "tensor"); break;
+      case nb::ArgumentValue::IntArg:
+        if (!v.AsIntArg()->ref.empty()) use(node, v.AsIntArg()->ref, defined, "int ref");
+        break;
+      case nb::ArgumentValue::FloatArg:
+        if (!v.AsFloatArg()->ref.empty()) use(node, v.AsFloatArg()->ref, defined, "float ref");
+        break;
+      case nb::ArgumentValue::BoolArg:
+        if (!v.AsBoolArg()->ref.empty()) use(node, v.AsBoolArg()->ref, defined, "bool ref");
+        break;
+      case nb::ArgumentValue::IntListArg: {
+        const auto& list = *v.AsIntListArg();
+        if (!list.refs.empty() && list.refs.size() != list.values.size()) {
+          report("node {}: IntListArg has {} refs for {} values", node.name, list.refs.size(),
+                 list.values.size());
+        }
+        for (const auto& ref : list.refs) {
+          if (!ref.empty()) use(node, ref, defined, "int list ref");
+        }
+        break;
+      }
+      case nb::ArgumentValue::TensorListArg:
+        for (const auto& name : v.AsTensorListArg()->names) use(node, name, defined, "tensor list");
+        break;
+      case nb::ArgumentValue::OptionalTensorListArg: {
+        const auto& list = *v.AsOptionalTensorListArg();
+        if (list.names.size() != list.has_value.size()) {
+          report("node {}: OptionalTensorListArg has {} names for {} has_value flags", node.name,
+                 list.names.size(), list.has_value.size());
+          break;
+        }
+        for (size_t i = 0; i < list.names.size(); ++i) {
+          if (list.has_value[i]) use(node, list.names[i], defined, "optional tensor list");
+        }
+        break;
+      }
+      case nb::ArgumentValue::GraphArg: {
+        const auto& sub = *v.AsGraphArg();
+        ScopeChecker inner(problems_, fmt::format("{} > subgraph {}", where_, quote(sub.name)));
+        inner.check(*sub.graph, sub.graph->inputs, depth + 1);
+        break;
+      }
+      default: break;
+    }
+  }
+
+  std::vector<std::string>& problems_;
+  std::string where_;
+  std::set<std::string> bound_;
+  std::set<std::string> all_definitions_;
+  std::set<std::string> defined_;
+  std::set<std::string> described_;
+};
+
+}  // namespace
+
+std::string method_name_problem(const std::string& name) {
+  if (name.empty()) return "method name is empty";
+  if (name.find('/') != std::string::npos) return fmt::format("method name {} contains '/'", quote(name));
+  if (name == "state") return "method name 'state' is reserved for state keys";
+  return {};
+}
+
+std::vector<std::string> validate_method_structure(const nb::MethodT& method,
+                                                   const std::string& context) {
+  std::vector<std::string> problems;
+  ScopeChecker top(problems, fmt::format("{}: method {}", context, quote(method.name)));
+  std::vector<std::string> bound = method.graph->inputs;
+  for (const auto& c : method.constants) bound.push_back(c->name);
+  for (const auto& b : method.mutable_buffers) bound.push_back(b->name);
+  top.check(*method.graph, bound, 0);
+  for (const auto& spec : method.output_specs) {
+    if (!top.is_defined(spec->name)) top.report("output spec names undefined value {}", spec->name);
+    if (spec->kind == nb::OutputKind::USER_INPUT_MUTATION && !top.is_defined(spec->target)) {
+      top.report("user input mutation target {} is not a value", spec->target);
+    }
+    if (spec->kind == nb::OutputKind::BUFFER_MUTATION && spec->target.empty()) {
+      top.report("buffer mutation output {} has no target key", spec->name);
+    }
+  }
+  for (const auto& buffer : method.mutable_buffers) {
+    if (!top.is_described(buffer->name)) {
+      top.report("mutable buffer {} has no tensor_values entry (shape and dtype unknown)",
+                 buffer->name);
+    }
+  }
+  return problems;
+}
+
+}  // namespace ptepack
