@@ -25,80 +25,6 @@ std::string join_lines(const std::vector<std::string>& lines) {
   return out;
 }
 
-// Shape and dtype of a mutable buffer as one method declares it.
-struct BufferDecl {
-  nb::ScalarType dtype;
-  std::vector<std::pair<int64_t, int64_t>> sizes;
-  std::string method;
-  bool operator==(const BufferDecl& o) const { return dtype == o.dtype && sizes == o.sizes; }
-};
-
-BufferDecl declare(const nb::TensorMetaT& meta, const std::string& method) {
-  BufferDecl d{meta.dtype, {}, method};
-  for (const auto& dim : meta.sizes) d.sizes.emplace_back(dim->min, dim->max);
-  return d;
-}
-
-std::string describe(const BufferDecl& d) {
-  std::string dims;
-  for (const auto& [lo, hi] : d.sizes) {
-    if (!dims.empty()) dims += ", ";
-    dims += lo == hi ? std::to_string(lo) : fmt::format("{}..{}", lo, hi);
-  }
-  return fmt::format("{} [{}]", dtype_name(static_cast<DType>(d.dtype)), dims);
-}
-
-std::string describe_shape(DType dtype, const Shape& shape) {
-  return fmt::format("{} [{}]", dtype_name(dtype), fmt::join(shape, ", "));
-}
-
-// Checks an unquantised constant's data against its declared meta.
-void check_constant_data(const nb::NamedTensorRefT& c, const TensorData& data,
-                         const std::string& method, const std::string& input) {
-  if (c.meta->quant) return;  // packed quantised data: only presence is checked
-  auto declared = static_cast<DType>(c.meta->dtype);
-  auto where = fmt::format("{}: method {}: constant {} (key {})", input, quote(method),
-                           quote(c.name), quote(c.data_key));
-  if (declared != data.dtype) {
-    fail_input("{}: graph declares dtype {} but data is {}", where, dtype_name(declared),
-               dtype_name(data.dtype));
-  }
-  bool shape_ok = c.meta->sizes.size() == data.shape.size();
-  for (size_t i = 0; shape_ok && i < data.shape.size(); ++i) {
-    const auto& dim = *c.meta->sizes[i];
-    int64_t actual = data.shape[i];
-    shape_ok = dim.min == dim.max ? actual == dim.min
-                                  : actual >= dim.min && (dim.max < 0 || actual <= dim.max);
-  }
-  if (!shape_ok) {
-    fail_input("{}: graph declares shape {} but data has shape [{}]", where,
-               describe(declare(*c.meta, method)), fmt::join(data.shape, ", "));
-  }
-  auto expected = byte_size(data.dtype, data.shape);
-  if (!expected || *expected != data.bytes.size) {
-    fail_input("{}: data has {} bytes but {} needs {}", where, data.bytes.size,
-               describe_shape(data.dtype, data.shape), expected ? *expected : 0);
-  }
-}
-
-// Quantisation parameters must have the dtype their AffineGroup declares.
-void check_quant_data(const nb::TensorMetaT& meta, const std::string& tensor, const TensorTable& data,
-                      const std::string& method, const std::string& input) {
-  if (!meta.quant || meta.quant->scheme.type != nb::QuantScheme::AffineGroup) return;
-  const auto& group = *meta.quant->scheme.AsAffineGroup();
-  auto check = [&](const std::string& key, nb::ScalarType declared, std::string_view what) {
-    auto it = data.find(key);
-    if (key.empty() || it == data.end()) return;
-    if (it->second.dtype != static_cast<DType>(declared)) {
-      fail_input("{}: method {}: tensor {}: {} key {} declares {} but data is {}", input,
-                 quote(method), quote(tensor), what, quote(key),
-                 dtype_name(static_cast<DType>(declared)), dtype_name(it->second.dtype));
-    }
-  };
-  check(group.scale_data_key, group.scale_dtype, "scale");
-  check(group.zero_point_data_key, group.zero_point_dtype, "zero point");
-}
-
 bool same_bytes(const ByteRange& a, const ByteRange& b) {
   if (a.size != b.size) return false;
   if (a.file == b.file && a.offset == b.offset) return true;
@@ -199,15 +125,8 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
   auto is_mutable = [&](const std::string& key) { return out.state.count(state_key(key)) > 0; };
 
   // Mutable buffers must agree on dtype and shape across methods.
-  std::map<std::string, BufferDecl> buffer_decls;
-  auto check_decl = [&](const std::string& key, BufferDecl decl) {
-    auto [it, inserted] = buffer_decls.emplace(key, decl);
-    if (!inserted && !(it->second == decl)) {
-      fail(ErrorCode::conflict, "mutable buffer {}: method {} declares {} but method {} declares {}",
-           quote(key), quote(it->second.method), describe(it->second), quote(decl.method),
-           describe(decl));
-    }
-  };
+  BufferDeclarations buffer_decls;
+  std::vector<std::string> decl_problems;
 
   // Rules 2-4: rename every reference; detect collisions within an input.
   std::map<std::string, Binding> bound;  // final key -> data source
@@ -218,23 +137,18 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
     for (auto& method : input.program->methods) {
       const std::string method_name = method->name;
       std::set<std::string> renamed_here;
-      for (const auto& c : method->constants) {
-        if (!is_mutable(c->data_key)) continue;
-        auto key = state_key(c->data_key);
-        check_decl(key, declare(*c->meta, method_name));
-      }
-      for (const auto& buffer : method->mutable_buffers) {
-        for (const auto& tv : method->graph->tensor_values) {
-          if (tv->name == buffer->name) check_decl(state_key(buffer->fqn), declare(*tv->meta, method_name));
-        }
-      }
+      buffer_decls.add_method(*method, out.state, state_key, decl_problems);
+      if (!decl_problems.empty()) throw Error(ErrorCode::conflict, decl_problems.front());
       // Data checks use the source keys, before renaming.
       for (const auto& c : method->constants) {
         auto it = input.data.find(c->data_key);
-        if (it != input.data.end()) check_constant_data(*c, it->second, method_name, input.name);
+        if (it == input.data.end()) continue;
+        auto problem = constant_data_problem(*c, it->second, method_name, input.name);
+        if (!problem.empty()) throw Error(ErrorCode::invalid_input, problem);
       }
       for_each_tensor_meta(*method, [&](const nb::TensorMetaT& meta, const std::string& name) {
-        check_quant_data(meta, name, input.data, method_name, input.name);
+        auto found = quant_data_problems(meta, name, input.data, method_name, input.name);
+        if (!found.empty()) throw Error(ErrorCode::invalid_input, found.front());
       });
       for_each_data_key(*method, [&](std::string& key, KeyRole role) {
         bool mut = is_mutable(key);

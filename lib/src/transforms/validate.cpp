@@ -4,6 +4,8 @@
 #include <map>
 #include <set>
 
+#include <fmt/ranges.h>
+
 #include "ptepack/base/error.h"
 
 namespace ptepack {
@@ -187,6 +189,80 @@ std::vector<std::string> validate_method_structure(const nb::MethodT& method,
     }
   }
   return problems;
+}
+
+std::string describe_meta(const nb::TensorMetaT& meta) {
+  std::string dims;
+  for (const auto& dim : meta.sizes) {
+    if (!dims.empty()) dims += ", ";
+    dims += dim->min == dim->max ? std::to_string(dim->min) : fmt::format("{}..{}", dim->min, dim->max);
+  }
+  return fmt::format("{} [{}]", dtype_name(static_cast<DType>(meta.dtype)), dims);
+}
+
+std::string constant_data_problem(const nb::NamedTensorRefT& c, const TensorData& data, const std::string& method,
+                                  const std::string& context) {
+  if (c.meta->quant) return {};
+  auto declared = static_cast<DType>(c.meta->dtype);
+  auto where = fmt::format("{}: method {}: constant {} (key {})", context, quote(method), quote(c.name),
+                           quote(c.data_key));
+  if (declared != data.dtype) {
+    return fmt::format("{}: graph declares dtype {} but data is {}", where, dtype_name(declared),
+                       dtype_name(data.dtype));
+  }
+  bool shape_ok = c.meta->sizes.size() == data.shape.size();
+  for (size_t i = 0; shape_ok && i < data.shape.size(); ++i) {
+    const auto& dim = *c.meta->sizes[i];
+    int64_t actual = data.shape[i];
+    shape_ok = dim.min == dim.max ? actual == dim.min : actual >= dim.min && (dim.max < 0 || actual <= dim.max);
+  }
+  if (!shape_ok) {
+    return fmt::format("{}: graph declares shape {} but data has shape [{}]", where, describe_meta(*c.meta),
+                       fmt::join(data.shape, ", "));
+  }
+  auto expected = byte_size(data.dtype, data.shape);
+  if (!expected || *expected != data.bytes.size) {
+    return fmt::format("{}: data has {} bytes but {} [{}] needs {}", where, data.bytes.size,
+                       dtype_name(data.dtype), fmt::join(data.shape, ", "), expected ? *expected : 0);
+  }
+  return {};
+}
+
+std::vector<std::string> quant_data_problems(const nb::TensorMetaT& meta, const std::string& tensor,
+                                             const TensorTable& data, const std::string& method,
+                                             const std::string& context) {
+  std::vector<std::string> problems;
+  if (!meta.quant || meta.quant->scheme.type != nb::QuantScheme::AffineGroup) return problems;
+  const auto& group = *meta.quant->scheme.AsAffineGroup();
+  auto check = [&](const std::string& key, nb::ScalarType declared, std::string_view what) {
+    auto it = data.find(key);
+    if (key.empty() || it == data.end()) return;
+    if (it->second.dtype != static_cast<DType>(declared)) {
+      problems.push_back(fmt::format("{}: method {}: tensor {}: {} key {} declares {} but data is {}", context,
+                                     quote(method), quote(tensor), what, quote(key),
+                                     dtype_name(static_cast<DType>(declared)), dtype_name(it->second.dtype)));
+    }
+  };
+  check(group.scale_data_key, group.scale_dtype, "scale");
+  check(group.zero_point_data_key, group.zero_point_dtype, "zero point");
+  return problems;
+}
+
+std::string BufferDeclarations::add(const std::string& key, const nb::TensorMetaT& meta, const std::string& method) {
+  Decl decl{meta.dtype, {}, method};
+  for (const auto& dim : meta.sizes) decl.sizes.emplace_back(dim->min, dim->max);
+  auto [it, inserted] = decls_.emplace(key, decl);
+  if (inserted || (it->second.dtype == decl.dtype && it->second.sizes == decl.sizes)) return {};
+  auto text = [](const Decl& d) {
+    std::string dims;
+    for (const auto& [lo, hi] : d.sizes) {
+      if (!dims.empty()) dims += ", ";
+      dims += lo == hi ? std::to_string(lo) : fmt::format("{}..{}", lo, hi);
+    }
+    return fmt::format("{} [{}]", dtype_name(static_cast<DType>(d.dtype)), dims);
+  };
+  return fmt::format("mutable buffer {}: method {} declares {} but method {} declares {}", quote(key),
+                     quote(it->second.method), text(it->second), quote(method), text(decl));
 }
 
 }  // namespace ptepack

@@ -1,0 +1,58 @@
+// `ptepack pack`: options -> PackOptions -> ptepack::pack -> summary.
+#include <unistd.h>
+
+#include "commands.h"
+#include "ptepack/base/error.h"
+#include "ptepack/packing/pack.h"
+
+namespace ptepack::cli {
+
+void print(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+Action add_pack(CLI::App& app) {
+  struct Args {
+    PackOptions options;
+    std::string max_shard_bytes;
+    std::string cap_mode = "file";
+    std::string shard_format = "ptd";
+    bool json = false;
+    bool quiet = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("pack", "Merge program graphs and their weights into one artifact");
+  cmd->add_option("inputs", args->options.inputs, "[METHOD=]PATH[@DATA[,DATA...]] (.json, .ptg, .ptn, directory)")
+      ->required();
+  cmd->add_option("-o,--output", args->options.output, "NAME.ptn for a package, anything else for a directory")
+      ->required();
+  cmd->add_option("-j,--jobs", args->options.jobs, "Threads for hashing and writing (default: all cores)");
+  cmd->add_option("--max-shard-bytes", args->max_shard_bytes, "Cap per shard: bytes, K/M/G or KiB/MiB/GiB");
+  cmd->add_option("--cap-mode", args->cap_mode, "What the cap bounds: file (whole file) or payload")
+      ->check(CLI::IsMember({"file", "payload"}));
+  cmd->add_option("--shard-format", args->shard_format, "Shard format: ptd or safetensors")
+      ->check(CLI::IsMember({"ptd", "safetensors"}));
+  cmd->add_option("--shard-prefix", args->options.shard_prefix, "Shard file name prefix (default weights)");
+  cmd->add_option("--alignment", args->options.sharding.alignment, ".ptd segment alignment (power of two >= 16)");
+  cmd->add_flag("--dry-run", args->options.dry_run, "Print the plan and write nothing");
+  cmd->add_flag("--json", args->json, "Print a machine-readable summary");
+  cmd->add_flag("-q,--quiet", args->quiet, "No progress and no summary text");
+  cmd->add_flag("--force", args->options.force, "Replace an existing non-ptepack directory");
+  return [args] {
+    auto& o = args->options;
+    if (!args->max_shard_bytes.empty()) o.sharding.max_shard_bytes = parse_size(args->max_shard_bytes);
+    o.sharding.cap_mode = args->cap_mode == "payload" ? CapMode::payload : CapMode::file;
+    o.sharding.format = args->shard_format == "safetensors" ? ShardFormat::safetensors : ShardFormat::ptd;
+    o.progress = !args->quiet;
+    auto summary = pack(o);
+    if (args->json) {
+      print(render_pack_json(summary));
+    } else if (!args->quiet) {
+      print(render_pack_text(summary));
+    }
+    return 0;
+  };
+}
+
+}  // namespace ptepack::cli

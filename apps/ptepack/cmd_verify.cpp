@@ -1,0 +1,33 @@
+// `ptepack verify`: check an artifact; exit 0 only when it is whole.
+#include <iostream>
+
+#include "commands.h"
+#include "ptepack/base/error.h"
+#include "ptepack/verify/verify.h"
+
+namespace ptepack::cli {
+
+Action add_verify(CLI::App& app) {
+  struct Args {
+    std::string path;
+    bool json = false;
+    VerifyOptions options;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("verify", "Re-read an artifact and check everything pack guarantees");
+  cmd->add_option("path", args->path, ".ptn, directory or manifest.json (other artifacts: reader checks)")->required();
+  cmd->add_flag("--json", args->json, "Machine-readable report");
+  cmd->add_option("-j,--jobs", args->options.jobs, "Hashing threads (default: all cores)");
+  return [args] {
+    auto report = verify_artifact(args->path, args->options);
+    if (args->json) {
+      print(render_verify_json(report));
+    } else {
+      print(render_verify_text(report));
+      for (const auto& problem : report.problems) std::cerr << "ptepack: error: " << problem << '\n';
+    }
+    return report.ok() ? 0 : static_cast<int>(ErrorCode::verify_failed);
+  };
+}
+
+}  // namespace ptepack::cli

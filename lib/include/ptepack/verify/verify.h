@@ -1,0 +1,31 @@
+// `verify`: re-reads an artifact and checks everything `pack` guarantees.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace ptepack {
+
+struct VerifyOptions {
+  unsigned jobs = 0;  // hashing threads (0: all cores)
+};
+
+struct VerifyReport {
+  std::string artifact;
+  std::string kind;
+  std::vector<std::string> problems;  // one line each; empty means the artifact is whole
+  uint64_t files_checked = 0;
+  uint64_t tensors_checked = 0;
+  uint64_t bytes_hashed = 0;
+  [[nodiscard]] bool ok() const { return problems.empty(); }
+};
+
+// Never throws for a bad artifact: every problem found is listed in the report.
+[[nodiscard]] VerifyReport verify_artifact(const std::filesystem::path& path, const VerifyOptions& options);
+
+[[nodiscard]] std::string render_verify_text(const VerifyReport& report);
+[[nodiscard]] std::string render_verify_json(const VerifyReport& report);
+
+}  // namespace ptepack

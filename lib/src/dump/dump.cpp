@@ -1,0 +1,254 @@
+// Dump: collect methods, keys, state, shards and dedup figures, then render text or JSON.
+#include "ptepack/dump/dump.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <nlohmann/json.hpp>
+
+#include "graph_text.h"
+#include "ptepack/base/format_util.h"
+#include "ptepack/formats/artifact.h"
+#include "ptepack/hash/parallel_hash.h"
+#include "ptepack/transforms/program_keys.h"
+
+namespace ptepack {
+namespace {
+
+using ordered = nlohmann::ordered_json;
+
+struct KeyRow {
+  std::string key;
+  const TensorData* data = nullptr;
+  std::string sha256;
+  std::string shard;
+  std::string alias_of;
+  bool is_mutable = false;
+  bool referenced = true;
+};
+
+std::string shape_text(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+std::string meta_text(const nb::TensorMetaT& meta) {
+  std::string dims;
+  for (const auto& d : meta.sizes) {
+    if (!dims.empty()) dims += ", ";
+    dims += d->min == d->max ? std::to_string(d->min) : fmt::format("{}..{}", d->min, d->max < 0 ? std::string("inf") : std::to_string(d->max));
+  }
+  return fmt::format("{} [{}]", dtype_name(static_cast<DType>(meta.dtype)), dims);
+}
+
+const nb::TensorMetaT* find_meta(const nb::GraphT& graph, const std::string& name) {
+  for (const auto& tv : graph.tensor_values) {
+    if (tv->name == name) return tv->meta.get();
+  }
+  return nullptr;
+}
+
+std::string shorten(const std::string& text, size_t width) {
+  if (text.size() <= width) return text;
+  size_t head = (width - 3) / 2;
+  return text.substr(0, head) + "..." + text.substr(text.size() - (width - 3 - head));
+}
+
+ordered method_json(const nb::MethodT& m, bool graph) {
+  ordered j;
+  j["name"] = m.name;
+  ordered inputs = ordered::array();
+  for (const auto& name : m.graph->inputs) {
+    const auto* meta = find_meta(*m.graph, name);
+    inputs.push_back({{"name", name}, {"meta", meta ? meta_text(*meta) : std::string()}});
+  }
+  j["inputs"] = inputs;
+  ordered outputs = ordered::array();
+  for (const auto& name : m.graph->outputs) {
+    const auto* meta = find_meta(*m.graph, name);
+    outputs.push_back({{"name", name}, {"meta", meta ? meta_text(*meta) : std::string()}});
+  }
+  j["outputs"] = outputs;
+  ordered specs = ordered::array();
+  for (const auto& s : m.output_specs) {
+    specs.push_back({{"name", s->name}, {"kind", nb::EnumNameOutputKind(s->kind)}, {"target", s->target}});
+  }
+  j["output_specs"] = specs;
+  ordered constants = ordered::array();
+  for (const auto& c : m.constants) {
+    constants.push_back({{"name", c->name}, {"key", c->data_key}, {"kind", nb::EnumNameInputKind(c->kind)},
+                         {"mutated", c->mutated}, {"meta", meta_text(*c->meta)}, {"quantized", c->meta->quant != nullptr}});
+  }
+  j["constants"] = constants;
+  ordered buffers = ordered::array();
+  for (const auto& b : m.mutable_buffers) buffers.push_back({{"name", b->name}, {"key", b->fqn}});
+  j["mutable_buffers"] = buffers;
+  auto counts = count_nodes(*m.graph);
+  j["nodes"] = counts.nodes;
+  j["subgraphs"] = counts.subgraphs;
+  if (graph) j["graph"] = graph_json(*m.graph);
+  return j;
+}
+
+}  // namespace
+
+std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& options) {
+  auto artifact = load_artifact(path);
+  ProgramKeys keys;
+  if (artifact.program) keys = analyze_program_keys(*artifact.program);
+
+  // One row per key with data, plus referenced keys that have none (state buffers).
+  std::vector<KeyRow> rows;
+  std::vector<ByteRange> ranges;
+  for (const auto& [key, data] : artifact.data) {
+    KeyRow row{key, &data, {}, {}, {}, keys.mutated.count(key) > 0, !artifact.program || keys.keys.count(key) > 0};
+    if (auto it = artifact.aliases.find(key); it != artifact.aliases.end()) row.alias_of = it->second;
+    if (artifact.manifest) {
+      if (auto t = artifact.manifest->tensors.find(key); t != artifact.manifest->tensors.end()) {
+        row.sha256 = t->second.sha256;
+        row.shard = t->second.shard;
+        row.is_mutable = row.is_mutable || t->second.is_mutable;
+      }
+    }
+    rows.push_back(std::move(row));
+    ranges.push_back(data.bytes);
+  }
+  if (!artifact.manifest) {
+    auto digests = hash_ranges(ranges, options.jobs);
+    for (size_t i = 0; i < rows.size(); ++i) rows[i].sha256 = to_hex(digests[i]);
+  }
+  std::set<std::string> state;
+  for (const auto& key : keys.mutated) state.insert(key);
+
+  uint64_t referenced_bytes = 0, stored_bytes = 0, unreferenced_bytes = 0, unreferenced_keys = 0;
+  for (const auto& r : rows) {
+    if (!r.referenced) {
+      ++unreferenced_keys;
+      unreferenced_bytes += r.data->bytes.size;
+      continue;
+    }
+    referenced_bytes += r.data->bytes.size;
+  }
+  if (artifact.manifest) {
+    for (const auto& s : artifact.manifest->shards) stored_bytes += s.payload_bytes;
+  } else {
+    // Stored once per distinct byte range (aliases share their owner's range).
+    std::set<std::tuple<const InputFile*, uint64_t, uint64_t>> seen;
+    for (const auto& r : rows) {
+      if (seen.emplace(r.data->bytes.file.get(), r.data->bytes.offset, r.data->bytes.size).second) {
+        stored_bytes += r.data->bytes.size;
+      }
+    }
+  }
+  uint64_t saved = referenced_bytes + unreferenced_bytes > stored_bytes ? referenced_bytes + unreferenced_bytes - stored_bytes : 0;
+
+  if (options.json) {
+    ordered j;
+    j["artifact"] = artifact.name;
+    j["kind"] = artifact_kind_name(artifact.kind);
+    if (artifact.program) {
+      ordered methods = ordered::array();
+      for (const auto& m : artifact.program->methods) methods.push_back(method_json(*m, options.graph));
+      j["program"] = {{"version", artifact.program->version}, {"methods", methods}};
+    } else {
+      j["program"] = nullptr;
+    }
+    ordered tensors = ordered::object();
+    for (const auto& r : rows) {
+      ordered t{{"dtype", dtype_name(r.data->dtype)}, {"shape", r.data->shape}, {"nbytes", r.data->bytes.size},
+                {"sha256", r.sha256}, {"mutable", r.is_mutable}, {"referenced", r.referenced}};
+      if (!r.shard.empty()) t["shard"] = r.shard;
+      if (!r.alias_of.empty()) t["alias_of"] = r.alias_of;
+      tensors[r.key] = t;
+    }
+    j["tensors"] = tensors;
+    j["state"] = state;
+    ordered shards = ordered::array();
+    if (artifact.manifest) {
+      const auto& m = *artifact.manifest;
+      for (const auto& s : m.shards) {
+        ordered sj{{"file", s.file}, {"size", s.size}, {"payload_bytes", s.payload_bytes}, {"keys", s.keys.size()}};
+        sj["fill"] = m.max_shard_bytes ? ordered(static_cast<double>(m.cap_mode == "file" ? s.size : s.payload_bytes) /
+                                                 static_cast<double>(*m.max_shard_bytes))
+                                       : ordered(nullptr);
+        shards.push_back(sj);
+      }
+      j["shard_format"] = m.shard_format;
+      j["max_shard_bytes"] = m.max_shard_bytes ? ordered(*m.max_shard_bytes) : ordered(nullptr);
+      j["cap_mode"] = m.cap_mode;
+    }
+    j["shards"] = shards;
+    j["summary"] = {{"keys", rows.size()},
+                    {"referenced_bytes", referenced_bytes},
+                    {"stored_bytes", stored_bytes},
+                    {"dedup_saved_bytes", saved},
+                    {"aliases", artifact.aliases.size()},
+                    {"unreferenced_keys", unreferenced_keys},
+                    {"unreferenced_bytes", unreferenced_bytes}};
+    return j.dump(2) + "\n";
+  }
+
+  std::string out;
+  auto line = [&out](const std::string& text) { out += text + "\n"; };
+  line(fmt::format("{} ({})", artifact.name, artifact_kind_name(artifact.kind)));
+  if (artifact.program) {
+    line(fmt::format("\nmethods: {}", artifact.program->methods.size()));
+    for (const auto& m : artifact.program->methods) {
+      auto counts = count_nodes(*m->graph);
+      line(fmt::format("  {}  ({} nodes, {} subgraphs, {} constants, {} mutable buffers)", m->name, counts.nodes,
+                       counts.subgraphs, m->constants.size(), m->mutable_buffers.size()));
+      for (const auto& name : m->graph->inputs) {
+        const auto* meta = find_meta(*m->graph, name);
+        line(fmt::format("    input   {} {}", name, meta ? meta_text(*meta) : ""));
+      }
+      for (const auto& name : m->graph->outputs) {
+        const auto* meta = find_meta(*m->graph, name);
+        std::string kind;
+        for (const auto& s : m->output_specs) {
+          if (s->name == name) kind = s->target.empty() ? nb::EnumNameOutputKind(s->kind)
+                                                        : fmt::format("{} -> {}", nb::EnumNameOutputKind(s->kind), s->target);
+        }
+        line(fmt::format("    output  {} {} {}", name, meta ? meta_text(*meta) : "", kind));
+      }
+      for (const auto& c : m->constants) {
+        line(fmt::format("    binds   {} <- {}{}", c->name, c->data_key, c->mutated ? " (mutated)" : ""));
+      }
+      for (const auto& b : m->mutable_buffers) line(fmt::format("    buffer  {} <- {}", b->name, b->fqn));
+      if (options.graph) out += graph_text(*m->graph, 6);
+    }
+  }
+  size_t width = 16;
+  for (const auto& r : rows) width = std::max(width, std::min<size_t>(r.key.size(), 48));
+  line(fmt::format("\ntensors: {}", rows.size()));
+  if (!rows.empty()) {
+    line(fmt::format("  {:<{}}  {:<8} {:<16} {:>12}  {:<12}  {}", "key", width, "dtype", "shape", "bytes", "sha256", "flags"));
+  }
+  for (const auto& r : rows) {
+    std::string flags;
+    if (r.is_mutable) flags += "state ";
+    if (!r.alias_of.empty()) flags += "alias-of:" + r.alias_of + " ";
+    if (!r.referenced) flags += "unreferenced ";
+    if (!r.shard.empty()) flags += "@" + r.shard;
+    line(fmt::format("  {:<{}}  {:<8} {:<16} {:>12}  {:<12}  {}", shorten(r.key, width), width, dtype_name(r.data->dtype),
+                     shorten(shape_text(r.data->shape), 16), r.data->bytes.size, r.sha256.substr(0, 12), flags));
+  }
+  if (artifact.program) {
+    line(fmt::format("\nstate keys: {}", state.size()));
+    for (const auto& k : state) line(fmt::format("  {}{}", k, artifact.data.count(k) ? "" : "  (no data: zero-initialised)"));
+  }
+  if (artifact.manifest) {
+    const auto& m = *artifact.manifest;
+    line(fmt::format("\nshards: {} ({}, cap {})", m.shards.size(), m.shard_format,
+                     m.max_shard_bytes ? fmt::format("{} {} mode", *m.max_shard_bytes, m.cap_mode) : std::string("none")));
+    for (const auto& s : m.shards) {
+      uint64_t measured = m.cap_mode == "file" ? s.size : s.payload_bytes;
+      line(fmt::format("  {:<40} {:>12} bytes  payload {:>12}  fill {:>6}  {} keys", s.file, s.size, s.payload_bytes,
+                       m.max_shard_bytes ? percent(measured, *m.max_shard_bytes) : std::string("-"), s.keys.size()));
+    }
+  }
+  line(fmt::format("\nbytes: {} referenced, {} stored, {} saved by dedup ({} aliases)", human_bytes(referenced_bytes),
+                   human_bytes(stored_bytes), human_bytes(saved), artifact.aliases.size()));
+  if (unreferenced_keys > 0) {
+    line(fmt::format("unreferenced: {} keys, {} (pack drops them)", unreferenced_keys, human_bytes(unreferenced_bytes)));
+  }
+  return out;
+}
+
+}  // namespace ptepack

@@ -1,0 +1,69 @@
+// Program-level verification: structure, naming rules, resolvability, data agreement.
+#include "program_checks.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ptepack/base/error.h"
+#include "ptepack/transforms/validate.h"
+
+namespace ptepack {
+
+void check_packed_program(const nb::ProgramT& program, const ProgramKeys& keys, const TensorTable& data,
+                          const std::string& context, std::vector<std::string>& problems) {
+  std::set<std::string> names;
+  for (const auto& method : program.methods) {
+    auto problem = method_name_problem(method->name);
+    if (!problem.empty()) problems.push_back(fmt::format("{}: {}", context, problem));
+    if (!names.insert(method->name).second) {
+      problems.push_back(fmt::format("{}: method {} appears twice", context, quote(method->name)));
+    }
+    auto structure = validate_method_structure(*method, context);
+    problems.insert(problems.end(), structure.begin(), structure.end());
+  }
+  if (program.methods.empty()) problems.push_back(fmt::format("{}: program has no methods", context));
+
+  for (const auto& [key, use] : keys.keys) {
+    bool is_mutable = keys.mutated.count(key) > 0;
+    if (is_mutable && key.rfind("state/", 0) != 0) {
+      problems.push_back(fmt::format("{}: mutable key {} is not in the state/ namespace", context, quote(key)));
+    }
+    if (!is_mutable) {
+      if (use.methods.size() > 1) {
+        problems.push_back(fmt::format("{}: immutable key {} is referenced by several methods ({})", context,
+                                       quote(key), fmt::join(use.methods, ", ")));
+      }
+      for (const auto& method : use.methods) {
+        if (key.rfind(method + "/", 0) != 0) {
+          problems.push_back(fmt::format("{}: method {}: immutable key {} is not in the {}/ namespace", context,
+                                         quote(method), quote(key), method));
+        }
+      }
+    }
+    if (use.needs_data() && !data.count(key)) {
+      problems.push_back(fmt::format("{}: key {} (method {}) has no data", context, quote(key),
+                                     fmt::join(use.methods, ", ")));
+    }
+  }
+  BufferDeclarations decls;
+  for (const auto& method : program.methods) {
+    decls.add_method(*method, keys.mutated, [](const std::string& k) { return k; }, problems);
+    for (const auto& c : method->constants) {
+      auto it = data.find(c->data_key);
+      if (it == data.end()) continue;
+      auto problem = constant_data_problem(*c, it->second, method->name, context);
+      if (!problem.empty()) problems.push_back(std::move(problem));
+    }
+    for_each_tensor_meta(*method, [&](const nb::TensorMetaT& meta, const std::string& name) {
+      auto found = quant_data_problems(meta, name, data, method->name, context);
+      problems.insert(problems.end(), found.begin(), found.end());
+    });
+  }
+  for (const auto& [key, tensor] : data) {
+    if (!keys.keys.count(key)) {
+      problems.push_back(fmt::format("{}: key {} is stored but no method references it", context, quote(key)));
+    }
+  }
+}
+
+}  // namespace ptepack

@@ -1,0 +1,187 @@
+// verify: package and directory checks; every problem is collected, none is fatal to the report.
+#include "ptepack/verify/verify.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+
+#include "program_checks.h"
+#include "ptepack/base/error.h"
+#include "ptepack/formats/artifact.h"
+#include "ptepack/formats/flat_tensor.h"
+#include "ptepack/formats/json_util.h"
+#include "ptepack/formats/safetensors.h"
+#include "ptepack/formats/zip.h"
+#include "ptepack/hash/parallel_hash.h"
+#include "ptepack/transforms/validate.h"
+
+namespace ptepack {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Runs fn; an Error it throws becomes a problem line instead.
+template <typename Fn>
+bool attempt(std::vector<std::string>& problems, Fn&& fn) {
+  try {
+    fn();
+    return true;
+  } catch (const Error& e) {
+    problems.emplace_back(e.what());
+    return false;
+  }
+}
+
+std::string as_text(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
+
+void verify_package(const fs::path& path, const VerifyOptions& options, VerifyReport& report) {
+  auto& problems = report.problems;
+  auto file = InputFile::open(path);
+  auto name = file->name();
+  std::vector<zip::Member> members;
+  if (!attempt(problems, [&] { members = zip::read_directory(*file); })) return;
+  report.files_checked = 1;
+  std::map<std::string, const zip::Member*> by_name;
+  std::vector<uint8_t> buffer(kChunkBytes);
+  for (const auto& m : members) {
+    if (m.name != "program.ptg" && m.name != "program.safetensors" && m.name != "aliases.json") {
+      problems.push_back(fmt::format("{}: unexpected member {}", name, quote(m.name)));
+    }
+    by_name[m.name] = &m;
+    if (!zip::crc_matches(*file, m, buffer)) {
+      problems.push_back(fmt::format("{}:{}: CRC-32 does not match the stored bytes", name, m.name));
+    }
+    report.bytes_hashed += m.size;
+  }
+  if (!by_name.count("program.ptg")) {
+    problems.push_back(fmt::format("{}: package has no program.ptg member", name));
+    return;
+  }
+  ProgramPtr program;
+  const auto* pm = by_name["program.ptg"];
+  if (!attempt(problems, [&] {
+        if (pm->size > Limits::max_program_bytes) fail_input("{}:program.ptg: too large", name);
+        program = read_program_binary(file->read_range(pm->data_offset, pm->size), name + ":program.ptg");
+      })) {
+    return;
+  }
+  TensorTable data;
+  if (by_name.count("program.safetensors")) {
+    const auto* w = by_name["program.safetensors"];
+    attempt(problems, [&] { data = safetensors::read(file, w->data_offset, w->size, name + ":program.safetensors").tensors; });
+  }
+  auto keys = analyze_program_keys(*program);
+  std::map<std::string, std::string> aliases;
+  if (by_name.count("aliases.json")) {
+    const auto* a = by_name["aliases.json"];
+    auto context = name + ":aliases.json";
+    attempt(problems, [&] {
+      if (a->size > Limits::max_header_bytes) fail_input("{}: too large", context);
+      auto json = parse_json_strict(as_text(file->read_range(a->data_offset, a->size)), context);
+      if (!json.is_object() || json.empty()) fail_input("{}: expected a non-empty object of alias -> owner", context);
+      for (const auto& [alias, owner] : json.items()) {
+        if (!owner.is_string()) fail_input("{}: owner of {} is not a string", context, quote(alias));
+        aliases.emplace(alias, owner.get<std::string>());
+      }
+    });
+      for (const auto& [alias, owner] : aliases) {
+      auto o = data.find(owner);
+      if (data.count(alias)) problems.push_back(fmt::format("{}: alias {} is also stored", context, quote(alias)));
+      if (aliases.count(owner)) problems.push_back(fmt::format("{}: owner {} is itself an alias", context, quote(owner)));
+      if (keys.mutated.count(alias) || keys.mutated.count(owner)) {
+        problems.push_back(fmt::format("{}: state key in alias {} -> {} (state keys are never deduplicated)", context,
+                                       quote(alias), quote(owner)));
+      }
+      if (!(owner < alias)) {
+        problems.push_back(fmt::format("{}: owner {} is not the smallest key of its group (alias {})", context,
+                                       quote(owner), quote(alias)));
+      }
+      if (o == data.end()) {
+        problems.push_back(fmt::format("{}: owner {} of {} is not stored", context, quote(owner), quote(alias)));
+        continue;
+      }
+      data.emplace(alias, o->second);
+    }
+  }
+  check_packed_program(*program, keys, data, name, problems);
+  // Duplicates that were not deduplicated: pack stores identical immutable tensors once.
+  std::vector<std::string> stored;
+  std::vector<ByteRange> ranges;
+  for (const auto& [key, t] : data) {
+    if (aliases.count(key)) continue;
+    stored.push_back(key);
+    ranges.push_back(t.bytes);
+  }
+  auto digests = hash_ranges(ranges, options.jobs);
+  std::map<std::tuple<Digest, int, Shape>, std::string> seen;
+  for (size_t i = 0; i < stored.size(); ++i) {
+    const auto& t = data.at(stored[i]);
+    report.tensors_checked++;
+    if (keys.mutated.count(stored[i])) continue;
+    auto [it, fresh] = seen.emplace(std::make_tuple(digests[i], static_cast<int>(t.dtype), t.shape), stored[i]);
+    if (!fresh) {
+      problems.push_back(fmt::format("{}: keys {} and {} hold identical tensors but are both stored", name,
+                                     quote(it->second), quote(stored[i])));
+    }
+  }
+}
+
+}  // namespace
+
+void verify_directory(const fs::path& path, const VerifyOptions& options, VerifyReport& report);
+
+VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options) {
+  VerifyReport report;
+  report.artifact = path.string();
+  try {
+    std::error_code ec;
+    auto filename = path.filename().string();
+    if (fs::is_directory(path, ec) || filename == "manifest.json") {
+      report.kind = "directory";
+      verify_directory(path, options, report);
+      return report;
+    }
+    auto file = InputFile::open(path);
+    auto head = file->read_range(0, std::min<uint64_t>(file->size(), 8));
+    if (head.size() >= 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4) {
+      report.kind = "ptn";
+      verify_package(path, options, report);
+      return report;
+    }
+    // Other artifacts: everything the reader checks, and the graph rules for programs.
+    auto artifact = load_artifact(path);
+    report.kind = std::string(artifact_kind_name(artifact.kind));
+    report.files_checked = 1 + artifact.data_files.size();
+    report.tensors_checked = artifact.data.size();
+    if (artifact.program) {
+      for (const auto& method : artifact.program->methods) {
+        auto found = validate_method_structure(*method, artifact.name);
+        report.problems.insert(report.problems.end(), found.begin(), found.end());
+      }
+    }
+  } catch (const Error& e) {
+    report.problems.emplace_back(e.what());
+  }
+  return report;
+}
+
+std::string render_verify_text(const VerifyReport& r) {
+  std::string out;
+  if (r.ok()) {
+    out += fmt::format("ok: {} ({}): {} files, {} tensors, {} bytes hashed\n", r.artifact, r.kind, r.files_checked,
+                       r.tensors_checked, r.bytes_hashed);
+  }
+  return out;
+}
+
+std::string render_verify_json(const VerifyReport& r) {
+  nlohmann::ordered_json j{{"artifact", r.artifact},         {"kind", r.kind},
+                           {"ok", r.ok()},                   {"problems", r.problems},
+                           {"files_checked", r.files_checked}, {"tensors_checked", r.tensors_checked},
+                           {"bytes_hashed", r.bytes_hashed}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace ptepack

@@ -1,0 +1,230 @@
+// verify for output directories: manifest against program, shard files, tensor bytes and caps.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/stat.h>
+
+#include <set>
+
+#include "program_checks.h"
+#include "ptepack/base/error.h"
+#include "ptepack/formats/artifact.h"
+#include "ptepack/formats/flat_tensor.h"
+#include "ptepack/formats/json_util.h"
+#include "ptepack/formats/safetensors.h"
+#include "ptepack/hash/parallel_hash.h"
+#include "ptepack/verify/verify.h"
+
+namespace ptepack {
+namespace fs = std::filesystem;
+
+namespace {
+
+template <typename Fn>
+bool attempt(std::vector<std::string>& problems, Fn&& fn) {
+  try {
+    fn();
+    return true;
+  } catch (const Error& e) {
+    problems.emplace_back(e.what());
+    return false;
+  }
+}
+
+// What one shard file holds, as read back.
+struct ShardContents {
+  bool readable = false;
+  TensorTable tensors;
+  uint64_t payload = 0;
+};
+
+}  // namespace
+
+void verify_directory(const fs::path& path, const VerifyOptions& options, VerifyReport& report) {
+  auto& problems = report.problems;
+  auto paths = directory_paths(path);
+  auto mname = paths.manifest.string();
+  Manifest m;
+  if (!attempt(problems, [&] {
+        auto file = open_inside(paths.dir, "manifest.json", paths.dir.string());
+        if (file->size() > Limits::max_header_bytes) fail_input("{}: manifest too large", mname);
+        auto raw = file->read_range(0, file->size());
+        m = parse_manifest(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()), mname);
+      })) {
+    return;
+  }
+  bool ptd_format = m.shard_format == "ptd";
+  const char* ext = ptd_format ? ".ptd" : ".safetensors";
+
+  // Files present versus files listed.
+  std::set<std::string> expected{"manifest.json", m.program.file};
+  if (!ptd_format) expected.insert("model.safetensors.index.json");
+  for (const auto& s : m.shards) {
+    if (!expected.insert(s.file).second) problems.push_back(fmt::format("{}: shard {} is listed twice", mname, s.file));
+  }
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(paths.dir, ec)) {
+    auto name = entry.path().filename().string();
+    if (!expected.count(name)) {
+      problems.push_back(fmt::format("{}: stray file not listed in the manifest", entry.path().string()));
+    }
+  }
+  if (ec) problems.push_back(fmt::format("{}: cannot list directory: {}", paths.dir.string(), ec.message()));
+
+  // Program.
+  ProgramPtr program;
+  attempt(problems, [&] {
+    auto file = open_inside(paths.dir, m.program.file, mname);
+    ++report.files_checked;
+    if (file->size() != m.program.size) {
+      problems.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(), file->size(), m.program.size));
+    }
+    if (file->size() > Limits::max_program_bytes) fail_input("{}: program too large", file->name());
+    auto bytes = file->read_range(0, file->size());
+    if (to_hex(sha256(bytes)) != m.program.sha256) {
+      problems.push_back(fmt::format("{}: SHA-256 differs from the manifest", file->name()));
+    }
+    program = read_program_binary(bytes, file->name());
+  });
+
+  // Shards: hash whole files in parallel, read their tables, check names, payloads and caps.
+  std::vector<ShardContents> contents(m.shards.size());
+  std::vector<std::string> shard_problems[2];
+  std::vector<std::vector<std::string>> per_shard(m.shards.size());
+  parallel_for(m.shards.size(), effective_jobs(options.jobs), [&](size_t i) {
+    const auto& s = m.shards[i];
+    auto& out = per_shard[i];
+    attempt(out, [&] {
+      auto file = open_inside(paths.dir, s.file, mname);
+      if (file->size() != s.size) {
+        out.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(), file->size(), s.size));
+      }
+      std::vector<uint8_t> buffer(kChunkBytes);
+      Sha256 hasher;
+      for_each_chunk(ByteRange{file, 0, file->size()}, buffer, [&](std::span<const uint8_t> c) { hasher.update(c); });
+      auto hex = to_hex(hasher.finish());
+      if (hex != s.sha256) out.push_back(fmt::format("{}: SHA-256 differs from the manifest (file changed)", file->name()));
+      auto suffix = fmt::format("-{}{}", hex.substr(0, 16), ext);
+      if (s.file.size() < suffix.size() || s.file.compare(s.file.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        out.push_back(fmt::format("{}: name does not end in {} (content-addressed name)", file->name(), suffix));
+      }
+      auto& c = contents[i];
+      if (ptd_format) {
+        auto f = ptd::read_file(file);
+        for (const auto& seg : f.segments) c.payload += seg.size;
+        c.tensors = std::move(f.tensors);
+      } else {
+        c.tensors = safetensors::read(file).tensors;
+        for (const auto& [k, t] : c.tensors) c.payload += t.bytes.size;
+      }
+      c.readable = true;
+      if (c.payload != s.payload_bytes) {
+        out.push_back(fmt::format("{}: payload {} differs from the manifest's {}", file->name(), c.payload, s.payload_bytes));
+      }
+      if (m.max_shard_bytes) {
+        uint64_t measured = m.cap_mode == "file" ? file->size() : c.payload;
+        if (measured > *m.max_shard_bytes) {
+          out.push_back(fmt::format("{}: {} {} bytes exceed the cap {}", file->name(), m.cap_mode == "file" ? "file of" : "payload of",
+                                    measured, *m.max_shard_bytes));
+        }
+      }
+      std::vector<std::string> file_keys;
+      for (const auto& [k, t] : c.tensors) file_keys.push_back(k);
+      if (file_keys != s.keys) {
+        out.push_back(fmt::format("{}: keys in the file differ from the manifest's list ({} in file, {} listed)",
+                                  file->name(), file_keys.size(), s.keys.size()));
+      }
+    });
+  });
+  for (auto& found : per_shard) problems.insert(problems.end(), found.begin(), found.end());
+  report.files_checked += m.shards.size();
+
+  // Tensors: each listed key readable where the manifest says, with matching layout and bytes.
+  std::map<std::string, size_t> shard_index;
+  for (size_t i = 0; i < m.shards.size(); ++i) shard_index[m.shards[i].file] = i;
+  TensorTable data;
+  std::vector<std::string> hashed_keys;
+  std::vector<ByteRange> ranges;
+  for (const auto& [key, t] : m.tensors) {
+    auto where = fmt::format("{}: tensor {}", mname, quote(key));
+    auto si = shard_index.find(t.shard);
+    if (si == shard_index.end()) {
+      problems.push_back(fmt::format("{}: shard {} is not listed", where, t.shard));
+      continue;
+    }
+    const auto& c = contents[si->second];
+    if (!c.readable) continue;
+    const TensorData* found = nullptr;
+    if (auto it = c.tensors.find(key); it != c.tensors.end()) found = &it->second;
+    else if (!ptd_format && t.alias_of) {
+      if (auto o = c.tensors.find(*t.alias_of); o != c.tensors.end()) found = &o->second;
+    }
+    if (found == nullptr) {
+      problems.push_back(fmt::format("{}: not readable from {}", where, t.shard));
+      continue;
+    }
+    if (found->dtype != t.dtype || found->shape != t.shape || found->bytes.size != t.nbytes) {
+      problems.push_back(fmt::format("{}: manifest says {} [{}] {} bytes but {} holds {} [{}] {} bytes", where,
+                                     dtype_name(t.dtype), fmt::join(t.shape, ", "), t.nbytes, t.shard,
+                                     dtype_name(found->dtype), fmt::join(found->shape, ", "), found->bytes.size));
+    }
+    if (t.alias_of) {
+      auto owner = m.tensors.find(*t.alias_of);
+      if (owner == m.tensors.end() || owner->second.alias_of) {
+        problems.push_back(fmt::format("{}: alias_of {} is not a stored owner", where, quote(*t.alias_of)));
+      } else if (owner->second.sha256 != t.sha256 || owner->second.shard != t.shard || !(key > *t.alias_of)) {
+        problems.push_back(fmt::format("{}: alias_of {} disagrees (digest, shard or owner order)", where, quote(*t.alias_of)));
+      }
+      if (t.is_mutable) problems.push_back(fmt::format("{}: state key is an alias (state is never deduplicated)", where));
+    }
+    data.emplace(key, *found);
+    hashed_keys.push_back(key);
+    ranges.push_back(found->bytes);
+  }
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    for (const auto& [key, t] : contents[i].tensors) {
+      if (!m.tensors.count(key)) {
+        problems.push_back(fmt::format("{}: key {} in {} is not in the manifest", mname, quote(key), m.shards[i].file));
+      }
+    }
+  }
+  auto digests = hash_ranges(ranges, options.jobs);
+  for (size_t i = 0; i < hashed_keys.size(); ++i) {
+    report.bytes_hashed += ranges[i].size;
+    ++report.tensors_checked;
+    if (to_hex(digests[i]) != m.tensors.at(hashed_keys[i]).sha256) {
+      problems.push_back(fmt::format("{}: tensor {}: bytes do not match the manifest's SHA-256", mname, quote(hashed_keys[i])));
+    }
+  }
+
+  // Derived manifest fields.
+  std::map<std::string, std::string> weight_map;
+  uint64_t total = 0;
+  for (const auto& s : m.shards) {
+    total += s.payload_bytes;
+    for (const auto& k : s.keys) weight_map.emplace(k, s.file);
+  }
+  if (weight_map != m.weight_map) problems.push_back(fmt::format("{}: weight_map does not match the shards' keys", mname));
+  if (total != m.total_size) problems.push_back(fmt::format("{}: metadata.total_size {} differs from the shards' payload {}", mname, m.total_size, total));
+  if (!ptd_format) {
+    attempt(problems, [&] {
+      auto file = open_inside(paths.dir, "model.safetensors.index.json", mname);
+      auto raw = file->read_range(0, std::min<uint64_t>(file->size(), Limits::max_header_bytes));
+      auto expected_index = safetensors::index_json(total, weight_map);
+      if (std::string(raw.begin(), raw.end()) != expected_index) {
+        problems.push_back(fmt::format("{}: does not match the manifest's weight_map", file->name()));
+      }
+    });
+  }
+  if (!program) return;
+  auto keys = analyze_program_keys(*program);
+  std::vector<std::string> state(keys.mutated.begin(), keys.mutated.end());
+  if (state != m.state) problems.push_back(fmt::format("{}: state list differs from the program's mutable keys", mname));
+  for (const auto& [key, t] : m.tensors) {
+    if (t.is_mutable != (keys.mutated.count(key) > 0)) {
+      problems.push_back(fmt::format("{}: tensor {}: mutable flag disagrees with the program", mname, quote(key)));
+    }
+  }
+  check_packed_program(*program, keys, data, m.program.file, problems);
+}
+
+}  // namespace ptepack
