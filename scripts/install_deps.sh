@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs ptepack's build and test dependencies from Debian packages, only if missing.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ python3 time
+  libcli11-dev libflatbuffers-dev flatbuffers-compiler libssl-dev zlib1g-dev
+  nlohmann-json3-dev libfmt-dev catch2
+)
+if [[ "${PTEPACK_WITH_FUZZ:-0}" == 1 ]]; then
+  packages+=(clang libclang-rt-14-dev)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+echo "installing: ${missing[*]}" >&2
+sudo_cmd=()
+if [[ $(id -u) != 0 ]]; then sudo_cmd=(sudo); fi
+"${sudo_cmd[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
