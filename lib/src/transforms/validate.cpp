@@ -92,9 +92,9 @@ class ScopeChecker {
            std::string_view what) {
     if (defined.count(name)) return;
     if (all_definitions_.count(name)) {
-      report("node {} uses {} ({}) before it is defined (forward reference)", node.name, name, what);
+      report("node {} uses {} ({}) before it is defined (forward reference)", node.name, quote(name), what);
     } else {
-      report("node {} uses unresolved name {} ({})", node.name, name, what);
+      report("node {} uses unresolved name {} ({})", node.name, quote(name), what);
     }
   }
 

@@ -1,0 +1,80 @@
+// Program graph reading: wire compatibility with the reference encoder, JSON form, hostile bytes.
+#include <catch2/catch.hpp>
+
+#include "ptepack/base/error.h"
+#include "ptepack/formats/program.h"
+#include "ptepack/io/input_file.h"
+#include "test_support.h"
+
+using namespace ptepack;
+
+TEST_CASE("the reference-encoded .ptg decodes to the same program as its JSON form") {
+  auto binary = read_program_file(test::data_path("two_methods.ptg"));
+  auto json = read_program_file(test::data_path("two_methods.json"));
+  REQUIRE(binary->methods.size() == 2);
+  CHECK(binary->methods[0]->name == "prefill");
+  CHECK(binary->methods[1]->name == "decode");
+  CHECK(binary->version == "1");
+  CHECK(*binary == *json);
+  // Re-encoding is deterministic and round-trips.
+  auto bytes = write_program_binary(*binary);
+  CHECK(bytes == write_program_binary(*json));
+  auto again = read_program_binary(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
+                                   "again");
+  CHECK(*again == *binary);
+  CHECK(write_program_binary(*again) == bytes);
+}
+
+TEST_CASE("decoded fields match the fixture") {
+  auto program = read_program_file(test::data_path("two_methods.ptg"));
+  const auto& decode = *program->methods[1];
+  REQUIRE(decode.constants.size() == 4);
+  CHECK(decode.constants[0]->data_key == "tok_embeddings.weight");
+  CHECK(decode.constants[3]->data_key == "pos");
+  CHECK(decode.constants[3]->mutated);
+  REQUIRE(decode.mutable_buffers.size() == 1);
+  CHECK(decode.mutable_buffers[0]->fqn == "kv_cache");
+  const auto& quant = decode.constants[1]->meta->quant;
+  REQUIRE(quant);
+  REQUIRE(quant->scheme.type == nb::QuantScheme::AffineGroup);
+  CHECK(quant->scheme.AsAffineGroup()->scale_data_key == "layers.0.attention.wq.scales");
+  CHECK(quant->scheme.AsAffineGroup()->quant_min == -8);
+}
+
+TEST_CASE("JSON output of a program parses back to the same program") {
+  auto program = read_program_file(test::data_path("two_methods.ptg"));
+  auto json = program_to_json(*program);
+  auto back = read_program_json(json, "rendered");
+  CHECK(*back == *program);
+}
+
+TEST_CASE("hostile program bytes are rejected with invalid_input") {
+  auto file = InputFile::open(test::data_path("two_methods.ptg"));
+  auto bytes = file->read_range(0, file->size());
+  SECTION("every truncation") {
+    for (size_t n = 0; n < bytes.size(); n += (n < 512 ? 1 : 37)) {
+      try {
+        (void)read_program_binary(std::span<const uint8_t>(bytes.data(), n), "cut.ptg");
+        FAIL("truncation at " << n << " was accepted");
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::invalid_input);
+      }
+    }
+  }
+  SECTION("wrong identifier") {
+    auto copy = bytes;
+    copy[4] = 'X';
+    CHECK_THROWS_WITH(read_program_binary(copy, "bad.ptg"), Catch::Contains("NPTG"));
+  }
+  SECTION("an unknown ScalarType value") {
+    auto program = read_program_file(test::data_path("two_methods.ptg"));
+    program->methods[0]->constants[0]->meta->dtype = static_cast<nb::ScalarType>(42);
+    auto encoded = write_program_binary(*program);
+    std::vector<uint8_t> raw(encoded.begin(), encoded.end());
+    CHECK_THROWS_WITH(read_program_binary(raw, "enum.ptg"), Catch::Contains("unknown dtype value 42"));
+  }
+  SECTION("invalid JSON names the problem") {
+    CHECK_THROWS_WITH(read_program_json("{\"methods\": [{\"name\": 3}", "bad.json"), Catch::Contains("bad.json"));
+    CHECK_THROWS_WITH(read_program_json("{\"nope\": 1}", "x.json"), Catch::Contains("invalid JSON program"));
+  }
+}
