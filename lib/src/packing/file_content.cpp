@@ -5,15 +5,19 @@
 
 #include "ptepack/formats/zip.h"
 #include "ptepack/hash/parallel_hash.h"
+#include "ptepack/io/pipelined_writer.h"
 
 namespace ptepack {
 namespace {
 
 // Feeds the bytes of [begin, end) of the file, in order, to sink(offset, span),
-// writing them to `out` on the way.
+// writing them to `out` on the way: tensor data through the pipelined writer
+// (the write of one chunk overlaps reading and hashing the next), headers
+// directly.
 template <typename Sink>
 void stream_slice(OutputFile& out, const FileContent& content, uint64_t begin, uint64_t end,
-                  std::vector<uint8_t>& buffer, Progress* progress, Sink&& sink) {
+                  Progress* progress, Sink&& sink) {
+  PipelinedWriter writer(out, 3, kChunkBytes);
   static const std::vector<uint8_t> zeros(64 * 1024, 0);
   auto emit_zeros = [&](uint64_t from, uint64_t to) {
     while (from < to) {
@@ -31,14 +35,17 @@ void stream_slice(OutputFile& out, const FileContent& content, uint64_t begin, u
     uint64_t to = std::min(p_end, end);
     emit_zeros(cursor, from);
     if (piece.source.file) {
-      ByteRange part{piece.source.file, piece.source.offset + (from - p_begin), to - from};
-      uint64_t at = from;
-      for_each_chunk(part, buffer, [&](std::span<const uint8_t> chunk) {
-        out.write_at(at, chunk);
-        sink(at, chunk);
-        if (progress != nullptr) progress->add_written(chunk.size());
-        at += chunk.size();
-      });
+      uint64_t source_offset = piece.source.offset + (from - p_begin);
+      for (uint64_t at = from; at < to;) {
+        auto buffer = writer.acquire();
+        auto n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), to - at));
+        auto chunk = buffer.first(n);
+        piece.source.file->read_at(source_offset + (at - from), chunk);
+        sink(at, std::span<const uint8_t>(chunk));
+        writer.submit(at, n);
+        if (progress != nullptr) progress->add_written(n);
+        at += n;
+      }
     } else {
       std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(piece.bytes.data()) + (from - p_begin),
                                      static_cast<size_t>(to - from));
@@ -48,6 +55,7 @@ void stream_slice(OutputFile& out, const FileContent& content, uint64_t begin, u
     cursor = to;
   }
   emit_zeros(cursor, end);
+  writer.finish();
 }
 
 // CRC of the part of [offset, offset + bytes) inside the crc range.
@@ -72,9 +80,8 @@ StreamResult write_content(OutputFile& out, const FileContent& content, const St
   std::vector<uint32_t> slice_crc(slices, 0);
   Sha256 hasher;
   parallel_for(slices, slices, [&](size_t s) {
-    std::vector<uint8_t> buffer(kChunkBytes);
     uint32_t crc = 0;
-    stream_slice(out, content, bounds[s], bounds[s + 1], buffer, progress,
+    stream_slice(out, content, bounds[s], bounds[s + 1], progress,
                  [&](uint64_t offset, std::span<const uint8_t> bytes) {
                    if (options.sha256) hasher.update(bytes);
                    if (options.crc) crc = crc_update_in_range(crc, offset, bytes, *options.crc);
