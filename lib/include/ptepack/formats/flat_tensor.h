@@ -1,0 +1,77 @@
+// ExecuTorch FlatTensor (.ptd) files: the writer's layout plan and the validating reader.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ptepack/io/input_file.h"
+#include "ptepack/model/dtype.h"
+#include "ptepack/model/tensor.h"
+
+namespace ptepack::ptd {
+
+// The FH01 extended header inserted at file offset 8, and the bytes it occupies
+// (40 bytes of fields, zero padded to a multiple of 16 so the flatbuffer's
+// internal alignment survives the insertion).
+inline constexpr uint64_t extended_header_length = 40;
+inline constexpr uint64_t extended_header_size = 48;
+inline constexpr uint64_t default_alignment = 128;
+
+// One NamedData: a key and the layout of the bytes of one segment.
+struct Entry {
+  std::string key;
+  DType dtype = DType::BYTE;
+  Shape shape;  // written as int32 sizes (error if a dim does not fit); dim_order 0..rank-1
+  uint32_t segment = 0;  // index into segment_sizes
+};
+
+// Where everything of a planned .ptd goes. The caller writes `head` at offset 0,
+// each segment's bytes at its offset, and zeros in between.
+struct Layout {
+  std::string head;  // file bytes [0, segment_base): flatbuffer (FT01) with the 48-byte FH01
+                     // extended header inserted at offset 8, then zero padding
+  uint64_t segment_base = 0;              // multiple of alignment
+  std::vector<uint64_t> segment_offsets;  // ABSOLUTE file offsets, each a multiple of alignment
+  uint64_t file_size = 0;                 // end of last segment (no trailing padding)
+};
+
+// entries must be sorted by key (bytewise) and unique; every segment referenced.
+// alignment: power of two >= 16 (default 128). Deterministic bytes.
+// Broken preconditions throw ErrorCode::internal; data the format cannot hold
+// (a dim above INT32_MAX, an over-long key, a header over Limits::max_header_bytes)
+// throws ErrorCode::invalid_input.
+Layout plan_file(const std::vector<Entry>& entries, const std::vector<uint64_t>& segment_sizes,
+                 uint64_t alignment = default_alignment);
+
+// Upper bounds used by the shard planner so that a planned file never exceeds a size cap:
+// for any call of plan_file, head size before padding (i.e. 48 + flatbuffer size) <=
+// head_bound_fixed() + sum(head_bound_entry(key.size(), rank)) + segments * head_bound_segment().
+uint64_t head_bound_fixed();
+uint64_t head_bound_entry(uint64_t key_length, uint64_t rank);
+uint64_t head_bound_segment();
+
+struct Segment {
+  uint64_t offset = 0;  // absolute file offset
+  uint64_t size = 0;
+};
+
+struct File {
+  uint32_t version = 0;
+  uint64_t segment_base = 0;
+  std::vector<Segment> segments;
+  TensorTable tensors;                         // key -> dtype/shape/ByteRange in `file`
+  std::map<std::string, uint32_t> segment_of;  // key -> segment index
+};
+
+// Reads and validates a .ptd: identifier FT01, FH01 header (length >= 40, offsets consistent with
+// the file size), verifier, segments inside [segment_base, segment_base + segment_data_size) and
+// the file, NamedData keys unique/non-empty/<= Limits::max_key_length, segment_index in range,
+// layout dtype known (QINT8 etc. and FLOAT8 types are rejected as unsupported), rank <=
+// Limits::max_rank, dims >= 0, dim_order the identity permutation, layout byte size == segment
+// size. A NamedData without tensor_layout is read as BYTE with shape [segment size]. All errors:
+// ErrorCode::invalid_input, "<file>: ..." naming the key or segment index.
+File read_file(const InputFilePtr& file);
+
+}  // namespace ptepack::ptd
