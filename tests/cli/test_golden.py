@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+# CLI golden suite: stdout, stderr and exit code of pack/dump/verify commands on the bundled
+# example, compared with tests/cli/golden/<case>.txt; `--update` rewrites those files.
+import atexit
+import glob
+import os
+import shutil
+import sys
+import tempfile
+
+from cli_common import Suite, unified_diff
+
+suite = Suite()
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+EXAMPLE_FILES = ("prefill.json", "prefill.safetensors", "decode.json", "decode.safetensors")
+SHARED = {}  # one work directory for all cases: later cases read what earlier ones wrote
+
+
+def work_dir(ctx):
+    """The cases' cwd, holding copies of the example inputs (so every path printed is relative)
+    and the artifacts later cases read, packed up front so `-k` can pick any case."""
+    if "dir" not in SHARED:
+        SHARED["dir"] = work = tempfile.mkdtemp(prefix="ptepack-golden-")
+        atexit.register(shutil.rmtree, work, True)
+        for name in EXAMPLE_FILES:
+            shutil.copy(os.path.join(ctx.examples, name), work)
+        shutil.copy(os.path.join(ctx.data, "two_methods.json"), work)
+        for argv in (PACK_PTN, PACK_DIR, PACK_ST):
+            ctx.run_ok(*argv, "-q", cwd=work)
+    return SHARED["dir"]
+
+
+def copy_first(pattern, destination):
+    def prepare(work):
+        matches = sorted(glob.glob(os.path.join(work, pattern)))
+        if not matches:
+            raise FileNotFoundError(f"no file matches {pattern} (did an earlier case fail?)")
+        shutil.copy(matches[0], os.path.join(work, destination))
+    return prepare
+
+
+def damaged_copy(source, destination):
+    def prepare(work):
+        if os.path.exists(os.path.join(work, destination)):
+            return
+        shutil.copytree(os.path.join(work, source), os.path.join(work, destination))
+        with open(os.path.join(work, destination, "stray.bin"), "wb") as handle:
+            handle.write(b"not listed in the manifest")
+        shards = sorted(glob.glob(os.path.join(work, destination, "weights-*")))
+        with open(shards[0], "r+b") as handle:
+            handle.seek(-1, os.SEEK_END)
+            last = handle.read(1)
+            handle.seek(-1, os.SEEK_END)
+            handle.write(bytes([last[0] ^ 1]))
+    return prepare
+
+
+PACK = ["pack", "prefill.json", "decode.json"]
+PACK_PTN = PACK + ["-o", "model.ptn"]
+PACK_DIR = PACK + ["-o", "model", "--max-shard-bytes", "3000"]
+PACK_ST = PACK + ["-o", "model_st", "--shard-format", "safetensors", "--max-shard-bytes", "3000"]
+CASES = [
+    # name, argv (run in the work directory), optional preparation
+    ("pack_ptn", PACK_PTN),
+    ("pack_dir_ptd", PACK_DIR),
+    ("pack_dir_safetensors", PACK_ST),
+    ("pack_dry_run_dir", PACK + ["-o", "planned", "--dry-run", "--max-shard-bytes", "3000"]),
+    ("pack_dry_run_ptn", PACK + ["-o", "planned.ptn", "--dry-run"]),
+    ("pack_json", PACK + ["-o", "model_json", "--json", "--max-shard-bytes", "3000"]),
+    ("dump_ptn", ["dump", "model.ptn"]),
+    ("dump_ptn_json", ["dump", "model.ptn", "--json"]),
+    ("dump_ptn_graph", ["dump", "model.ptn", "--graph"]),
+    ("dump_dir", ["dump", "model"]),
+    ("dump_dir_json", ["dump", "model", "--json"]),
+    ("dump_manifest", ["dump", "model/manifest.json"]),
+    ("dump_dir_safetensors", ["dump", "model_st"]),
+    ("dump_program_json", ["dump", "prefill.json"]),
+    ("dump_program_json_json", ["dump", "prefill.json", "--json"]),
+    ("dump_ptd", ["dump", "shard.ptd"], copy_first("model/weights-*.ptd", "shard.ptd")),
+    ("dump_ptd_json", ["dump", "shard.ptd", "--json"]),
+    ("dump_safetensors_input", ["dump", "decode.safetensors"]),
+    ("dump_safetensors_input_json", ["dump", "decode.safetensors", "--json"]),
+    ("dump_safetensors_shard", ["dump", "shard.safetensors"],
+     copy_first("model_st/weights-*.safetensors", "shard.safetensors")),
+    ("verify_ptn", ["verify", "model.ptn"]),
+    ("verify_dir", ["verify", "model"]),
+    ("verify_dir_json", ["verify", "model_st", "--json"]),
+    ("error_verify_damaged", ["verify", "model_bad"], damaged_copy("model", "model_bad")),
+    ("error_verify_damaged_json", ["verify", "model_bad", "--json"],
+     damaged_copy("model", "model_bad")),
+    ("error_missing_input", ["pack", "missing.json", "-o", "x.ptn"]),
+    ("error_no_inputs", ["pack", "-o", "x.ptn"]),
+    ("error_rename_multi_method", ["pack", "x=two_methods.json", "-o", "x.ptn"]),
+    ("error_missing_data", ["pack", "two_methods.json", "-o", "x.ptn"]),
+    ("error_duplicate_method", ["pack", "prefill.json", "prefill.json", "-o", "x.ptn"]),
+    ("error_reserved_method", ["pack", "state=prefill.json", "-o", "x.ptn"]),
+    ("error_cap_too_small", PACK + ["-o", "capped", "--max-shard-bytes", "1000"]),
+    ("error_bad_size", PACK + ["-o", "capped", "--max-shard-bytes", "12X"]),
+    ("error_cap_on_package", PACK + ["-o", "capped.ptn", "--max-shard-bytes", "1M"]),
+    ("error_output_is_input", ["pack", "model.ptn", "-o", "model.ptn"]),
+    ("error_dump_missing", ["dump", "nothing.ptn"]),
+]
+
+
+def render(argv, result, work, ptepack):
+    """The stored form: command, exit code, then stdout and stderr verbatim (normalised)."""
+    def section(title, text):
+        text = text.replace(work, "$WORK").replace(ptepack, "ptepack")
+        if text and not text.endswith("\n"):
+            text += "\n\\ no newline at end\n"
+        return f"--- {title}\n{text}"
+    return (f"$ ptepack {' '.join(argv)}\n--- exit {result.code}\n"
+            + section("stdout", result.out) + section("stderr", result.err))
+
+
+def golden_case(name, argv, prepare=None):
+    def run_case(ctx):
+        work = work_dir(ctx)
+        if prepare:
+            prepare(work)
+        actual = render(argv, ctx.run(*argv, cwd=work), work, ctx.ptepack)
+        path = os.path.join(GOLDEN, name + ".txt")
+        if ctx.update:
+            os.makedirs(GOLDEN, exist_ok=True)
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(actual)
+            return
+        ctx.require(os.path.exists(path), f"{path} missing: run with --update to create it")
+        with open(path, encoding="utf-8") as handle:
+            expected = handle.read()
+        ctx.check(expected == actual, "output differs from the golden file (refresh with "
+                  "--update if the change is intended):\n" + unified_diff(expected, actual, name))
+    suite.add(name, run_case)
+
+
+for case in CASES:
+    golden_case(*case)
+
+
+@suite.test
+def no_stale_golden_files(ctx):
+    known = {name + ".txt" for name, *_ in CASES}
+    stale = sorted(set(os.listdir(GOLDEN)) - known) if os.path.isdir(GOLDEN) else []
+    if ctx.update:
+        for name in stale:
+            os.remove(os.path.join(GOLDEN, name))
+        return
+    ctx.equal(stale, [], "golden files without a case (remove them or run --update)")
+
+
+@suite.test
+def outputs_are_stable_across_jobs(ctx):
+    """The goldens assume dump output does not depend on -j; check that directly."""
+    work = work_dir(ctx)
+    for argv in (["dump", "model", "--json"], ["dump", "model.ptn"], ["verify", "model"]):
+        outputs = {ctx.run(*argv, "-j", jobs, cwd=work).out for jobs in ("1", "3")}
+        ctx.equal(len(outputs), 1, f"{argv} output differs between -j1 and -j3")
+
+
+if __name__ == "__main__":
+    sys.exit(suite.main())
