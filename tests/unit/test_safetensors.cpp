@@ -15,6 +15,7 @@
 
 #include "ptepack/base/byte_reader.h"
 #include "ptepack/base/error.h"
+#include "ptepack/formats/json_util.h"
 #include "ptepack/formats/safetensors.h"
 #include "ptepack/hash/sha256.h"
 
@@ -485,22 +486,22 @@ TEST_CASE("safetensors: index rejections", "[safetensors]") {
 
 TEST_CASE("safetensors: parse_json_strict", "[safetensors]") {
   const std::string text = R"({"x":[1,{"y":null},-2,2.5,true],"z":"s"})";
-  CHECK(safetensors::parse_json_strict(text, "t.json") == json::parse(text));
-  require_error([] { safetensors::parse_json_strict(R"({"a":{"b":1,"b":2}})", "t.json"); },
+  CHECK(parse_json_strict(text, "t.json") == json::parse(text));
+  require_error([] { (void)parse_json_strict(R"({"a":{"b":1,"b":2}})", "t.json"); },
                 ErrorCode::invalid_input, "t.json: duplicate key 'b'");
-  require_error([] { safetensors::parse_json_strict(R"([{"a":1},{"a":2,"a":3}])", "t.json"); },
+  require_error([] { (void)parse_json_strict(R"([{"a":1},{"a":2,"a":3}])", "t.json"); },
                 ErrorCode::invalid_input, "t.json: duplicate key 'a'");
   const std::string deepest = std::string(64, '[') + std::string(64, ']');
-  CHECK(safetensors::parse_json_strict(deepest, "t.json").is_array());
-  require_error([] { safetensors::parse_json_strict(std::string(65, '['), "t.json"); },
+  CHECK(parse_json_strict(deepest, "t.json").is_array());
+  require_error([] { (void)parse_json_strict(std::string(65, '['), "t.json"); },
                 ErrorCode::invalid_input, "t.json: JSON nested deeper than 64 levels");
   std::string objects;
   for (int i = 0; i < 10000; ++i) objects += R"({"a":)";
-  require_error([&] { safetensors::parse_json_strict(objects, "t.json"); },
+  require_error([&] { (void)parse_json_strict(objects, "t.json"); },
                 ErrorCode::invalid_input, "nested deeper than 64 levels");
-  require_error([] { safetensors::parse_json_strict("[\"\xc3\"]", "t.json"); },
+  require_error([] { (void)parse_json_strict("[\"\xc3\"]", "t.json"); },
                 ErrorCode::invalid_input, "t.json: invalid JSON at offset 3: syntax error");
-  require_error([] { safetensors::parse_json_strict("", "t.json"); }, ErrorCode::invalid_input,
+  require_error([] { (void)parse_json_strict("", "t.json"); }, ErrorCode::invalid_input,
                 "t.json: invalid JSON at offset 0: syntax error while parsing value - unexpected "
                 "end of input; expected '[', '{', or a literal");
 }

@@ -1,4 +1,4 @@
-// Strict JSON parsing for untrusted files: duplicate keys and deep nesting rejected.
+// Strict JSON parsing for untrusted files, and the message helpers JSON readers share.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -7,9 +7,18 @@
 
 namespace ptepack {
 
-// Parses `text`; throws invalid_input "<context>: ..." on a syntax error (with
-// the byte position), a duplicate key in any object, or nesting deeper than
-// Limits::max_json_depth.
+// Parses `text` into a DOM; throws invalid_input "<context>: ..." on a syntax
+// error (with the byte offset), a duplicate key in any object (nlohmann would
+// keep the last silently), or nesting deeper than Limits::max_json_depth.
+// Linear time: the DOM is built from SAX events, never searched.
 [[nodiscard]] nlohmann::json parse_json_strict(std::string_view text, const std::string& context);
+
+// A key quoted for a message, cut after 200 bytes (keys can be megabytes long).
+[[nodiscard]] std::string shown_key(std::string_view key);
+
+// Throws invalid_input for a nlohmann parse error at SAX `position` (bytes
+// read), reported as offset base + position - 1, without echoing the input.
+[[noreturn]] void fail_json_syntax(const std::string& context, uint64_t base, size_t position,
+                                   const std::string& what);
 
 }  // namespace ptepack

@@ -65,10 +65,5 @@ uint64_t head_bound_entry(std::string_view key, uint64_t rank);
 // pretty-printed with 2-space indent, keys sorted, trailing newline.
 std::string index_json(uint64_t total_size, const std::map<std::string, std::string>& weight_map);
 
-// Parses JSON text strictly: duplicate keys in any object and nesting deeper than
-// Limits::max_json_depth are invalid_input errors, as is any syntax or UTF-8 error (with its byte
-// position). nlohmann's own parser silently keeps the last duplicate, so every JSON input of
-// ptepack should come through here.
-nlohmann::json parse_json_strict(std::string_view text, const std::string& context);
 
 }  // namespace ptepack::safetensors
