@@ -28,26 +28,108 @@ bool enum_in_range(Enum value, std::initializer_list<int> allowed) {
   return std::find(allowed.begin(), allowed.end(), static_cast<int>(value)) != allowed.end();
 }
 
-// Rejects enum values and union tags outside the schema (the verifier lets them through).
+// Well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF), the rule
+// nlohmann's parser and serializer apply.
+bool is_utf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    auto c = static_cast<unsigned char>(text[i]);
+    size_t extra = c < 0x80           ? 0
+                   : (c >> 5) == 0x06 ? 1
+                   : (c >> 4) == 0x0E ? 2
+                   : (c >> 3) == 0x1E ? 3
+                                      : 4;  // a continuation byte or 0xF8..0xFF
+    if (extra == 4 || text.size() - i <= extra) return c < 0x80;
+    uint32_t code = extra == 0 ? c : c & (0x3Fu >> extra);
+    for (size_t k = 1; k <= extra; ++k) {
+      auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xC0) != 0x80) return false;
+      code = (code << 6) | (next & 0x3Fu);
+    }
+    static constexpr uint32_t kMinimum[] = {0, 0x80, 0x800, 0x10000};
+    if (code < kMinimum[extra] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
+      return false;
+    }
+    i += extra + 1;
+  }
+  return true;
+}
+
+// Bytes above 0x7f as \xNN, so a message about a bad string is itself valid UTF-8.
+std::string escaped(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    auto u = static_cast<unsigned char>(c);
+    out += u < 0x80 ? std::string(1, c) : fmt::format("\\x{:02x}", u);
+  }
+  return quote(out);
+}
+
+// Rejects what the verifier lets through: enum values and union tags outside the schema, and
+// strings that are not UTF-8 (FlatBuffers strings are UTF-8; dump --json, manifests and every
+// message that names them rely on it).
 class EnumChecker {
  public:
   explicit EnumChecker(const std::string& context) : context_(context) {}
 
   void check(const nb::ProgramT& program) {
-    for (const auto& method : program.methods) {
+    where_ = "program";
+    text("version", program.version);
+    for (size_t m = 0; m < program.methods.size(); ++m) {
+      const auto& method = program.methods[m];
+      where_ = fmt::format("methods[{}]", m);
+      text("method name", method->name);
       where_ = fmt::format("method {}", quote(method->name));
       check_graph(*method->graph, 0);
       for (const auto& c : method->constants) {
+        text("constant", c->name);
+        text("data key", c->data_key);
         check_meta(*c->meta, c->name);
         if (!enum_in_range(c->kind, {0, 1, 2, 3})) bad("constant", c->name, "kind", c->kind);
       }
       for (const auto& spec : method->output_specs) {
+        text("output spec", spec->name);
+        text("output spec target", spec->target);
         if (!enum_in_range(spec->kind, {0, 1, 2})) bad("output spec", spec->name, "kind", spec->kind);
+      }
+      for (const auto& buffer : method->mutable_buffers) {
+        text("mutable buffer", buffer->name);
+        text("mutable buffer fqn", buffer->fqn);
       }
     }
   }
 
  private:
+  void text(std::string_view what, const std::string& value) {
+    if (!is_utf8(value)) {
+      fail_input("{}: {}: {} {} is not valid UTF-8", context_, where_, what, escaped(value));
+    }
+  }
+
+  void texts(std::string_view what, const std::vector<std::string>& values) {
+    for (const auto& value : values) text(what, value);
+  }
+
+  // The strings an argument of any type holds (value names, refs, string constants).
+  void check_argument_texts(const nb::ArgumentValueUnion& value) {
+    switch (value.type) {
+      case nb::ArgumentValue::TensorArg: text("tensor argument", value.AsTensorArg()->name); break;
+      case nb::ArgumentValue::IntArg: text("argument ref", value.AsIntArg()->ref); break;
+      case nb::ArgumentValue::FloatArg: text("argument ref", value.AsFloatArg()->ref); break;
+      case nb::ArgumentValue::BoolArg: text("argument ref", value.AsBoolArg()->ref); break;
+      case nb::ArgumentValue::StringArg: text("string argument", value.AsStringArg()->value); break;
+      case nb::ArgumentValue::IntListArg: texts("argument ref", value.AsIntListArg()->refs); break;
+      case nb::ArgumentValue::TensorListArg:
+        texts("tensor list argument", value.AsTensorListArg()->names);
+        break;
+      case nb::ArgumentValue::OptionalTensorListArg:
+        texts("tensor list argument", value.AsOptionalTensorListArg()->names);
+        break;
+      case nb::ArgumentValue::GraphArg: text("graph argument", value.AsGraphArg()->name); break;
+      default: break;
+    }
+  }
+
   template <typename Enum>
   [[noreturn]] void bad(std::string_view what, std::string_view name, std::string_view field,
                         Enum value) {
@@ -64,10 +146,14 @@ class EnumChecker {
     if (!meta.quant) return;
     const auto& scheme = meta.quant->scheme;
     if (scheme.type == nb::QuantScheme::AffineGroup) {
+      text("scale data key", scheme.AsAffineGroup()->scale_data_key);
+      text("zero point data key", scheme.AsAffineGroup()->zero_point_data_key);
       check_dtype(scheme.AsAffineGroup()->scale_dtype, name, "scale_dtype");
       check_dtype(scheme.AsAffineGroup()->zero_point_dtype, name, "zero_point_dtype");
     } else if (scheme.type != nb::QuantScheme::PackedQuant || scheme.value == nullptr) {
       bad("tensor", name, "quant scheme", scheme.type);
+    } else {
+      text("quant codec", scheme.AsPackedQuant()->codec);
     }
   }
 
@@ -76,18 +162,34 @@ class EnumChecker {
       fail_input("{}: {}: subgraphs nested deeper than {} levels", context_, where_,
                  Limits::max_graph_depth);
     }
-    for (const auto& tv : graph.tensor_values) check_meta(*tv->meta, tv->name);
+    texts("graph input", graph.inputs);
+    texts("graph output", graph.outputs);
+    for (const auto& tv : graph.tensor_values) {
+      text("tensor value", tv->name);
+      check_meta(*tv->meta, tv->name);
+    }
     for (const auto& node : graph.nodes) {
+      text("node", node->name);
+      text("node target", node->target);
+      for (const auto& kv : node->metadata) {
+        text("node metadata key", kv->key);
+        text("node metadata value", kv->value);
+      }
       if (!enum_in_range(node->op_kind, {0, 1, 2})) bad("node", node->name, "op_kind", node->op_kind);
       for (const auto& out : node->outputs) {
+        text("output", out->name);
+        text("output alias", out->alias_of);
+        texts("output name", out->names);
         if (!enum_in_range(out->kind, {0, 1, 2, 3, 4})) bad("output", out->name, "kind", out->kind);
       }
       for (const auto& input : node->inputs) {
+        text("argument name", input->name);
         const auto& value = input->arg->value;
         auto tag = static_cast<int>(value.type);
         if (tag < 1 || tag > 13 || value.value == nullptr) {
           bad("node", node->name, "argument type", value.type);
         }
+        check_argument_texts(value);
         if (value.type == nb::ArgumentValue::ScalarTypeArg) {
           check_dtype(value.AsScalarTypeArg()->value, node->name, "scalar type argument");
         }
