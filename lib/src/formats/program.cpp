@@ -218,6 +218,12 @@ ProgramPtr read_program_binary(std::span<const uint8_t> bytes, const std::string
   if (!looks_like_program_binary(bytes)) {
     fail_input("{}: not a program graph (file identifier is not NPTG)", context);
   }
+  // Builders pad the whole buffer to a multiple of its largest alignment (at least 4). The
+  // verifier cannot see a cut that only removes trailing padding, this can.
+  if (bytes.size() % sizeof(flatbuffers::uoffset_t) != 0) {
+    fail_input("{}: program of {} bytes is not a whole flatbuffer (size not a multiple of 4: "
+               "truncated?)", context, bytes.size());
+  }
   flatbuffers::Verifier verifier(bytes.data(), bytes.size(), kVerifierMaxDepth, kVerifierMaxTables);
   if (!nb::VerifyProgramBuffer(verifier)) {
     fail_input("{}: program flatbuffer failed verification (corrupt or truncated)", context);
