@@ -204,6 +204,31 @@ class EnumChecker {
   std::string where_;
 };
 
+// FlatBuffers 2.0's verifier checks that a vector's length field is 4-byte aligned, not that
+// 8-byte elements are 8-byte aligned, and reading a misaligned [long] or [double] is undefined
+// behaviour. IntListArg.values and FloatListArg.values are the schema's only such vectors.
+bool wide_lists_aligned(const nb::Graph* graph, const uint8_t* base) {
+  if (graph == nullptr || graph->nodes() == nullptr) return true;
+  for (const nb::Node* node : *graph->nodes()) {
+    if (node->inputs() == nullptr) continue;
+    for (const nb::NamedArgument* input : *node->inputs()) {
+      const nb::Argument* arg = input->arg();
+      if (arg == nullptr) continue;
+      const uint8_t* data = nullptr;
+      if (const auto* ints = arg->value_as_IntListArg(); ints != nullptr && ints->values()) {
+        data = ints->values()->Data();
+      } else if (const auto* floats = arg->value_as_FloatListArg();
+                 floats != nullptr && floats->values()) {
+        data = floats->values()->Data();
+      } else if (const auto* sub = arg->value_as_GraphArg(); sub != nullptr) {
+        if (!wide_lists_aligned(sub->graph(), base)) return false;
+      }
+      if (data != nullptr && (data - base) % 8 != 0) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool looks_like_program_binary(std::span<const uint8_t> head) {
@@ -228,7 +253,13 @@ ProgramPtr read_program_binary(std::span<const uint8_t> bytes, const std::string
   if (!nb::VerifyProgramBuffer(verifier)) {
     fail_input("{}: program flatbuffer failed verification (corrupt or truncated)", context);
   }
-  ProgramPtr program(nb::GetProgram(bytes.data())->UnPack());
+  const nb::Program* root = nb::GetProgram(bytes.data());
+  for (const nb::Method* method : *root->methods()) {
+    if (!wide_lists_aligned(method->graph(), bytes.data())) {
+      fail_input("{}: program has a misaligned [long] or [double] list (corrupt)", context);
+    }
+  }
+  ProgramPtr program(root->UnPack());
   EnumChecker(context).check(*program);
   return program;
 }
