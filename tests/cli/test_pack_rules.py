@@ -541,12 +541,8 @@ cli_method_rejection("method_duplicated_by_rename", lambda p, d: ["prefill=" + d
                      ["prefill"])
 cli_method_rejection("method_name_empty", lambda p, d: ["=" + p, d], 2, ["method name"])
 cli_method_rejection("method_named_state", lambda p, d: ["state=" + p, d], 2, ["state"])
-# KNOWN BUG: `a/b=PATH` is taken as a file path (the name before '=' holds a '/'), so the user
-# gets "no such file or directory" (exit 5) instead of "method name contains '/'" (exit 2).
 cli_method_rejection("method_name_with_slash", lambda p, d: ["pre/fill=" + p, d], 2,
-                     ["pre/fill", "/"],
-                     known_bug="METHOD containing '/' is treated as a path: exit 5 "
-                               "'no such file or directory' instead of a method-name error")
+                     ["pre/fill", "/"])
 
 
 # Quantised data's length follows the scheme: only its presence is checked, and the stored

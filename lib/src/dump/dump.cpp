@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ptepack/formats/json_util.h"
+
 #include "graph_text.h"
 #include "ptepack/base/format_util.h"
 #include "ptepack/formats/artifact.h"
@@ -15,7 +17,7 @@
 namespace ptepack {
 namespace {
 
-using ordered = nlohmann::ordered_json;
+using ordered = nlohmann::json;
 
 struct KeyRow {
   std::string key;
@@ -182,7 +184,7 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
                     {"aliases", artifact.aliases.size()},
                     {"unreferenced_keys", unreferenced_keys},
                     {"unreferenced_bytes", unreferenced_bytes}};
-    return j.dump(2) + "\n";
+    return json_text(j);
   }
 
   std::string out;

@@ -90,12 +90,12 @@ std::string graph_text(const nb::GraphT& graph, size_t indent) {
   return out;
 }
 
-nlohmann::ordered_json graph_json(const nb::GraphT& graph) {
-  auto nodes = nlohmann::ordered_json::array();
+nlohmann::json graph_json(const nb::GraphT& graph) {
+  auto nodes = nlohmann::json::array();
   for (const auto& node : graph.nodes) {
-    nlohmann::ordered_json n{{"name", node->name}, {"op", nb::EnumNameOpKind(node->op_kind)}, {"target", node->target}};
-    auto args = nlohmann::ordered_json::array();
-    auto subgraphs = nlohmann::ordered_json::array();
+    nlohmann::json n{{"name", node->name}, {"op", nb::EnumNameOpKind(node->op_kind)}, {"target", node->target}};
+    auto args = nlohmann::json::array();
+    auto subgraphs = nlohmann::json::array();
     for (const auto& input : node->inputs) {
       args.push_back({{"name", input->name}, {"value", argument_text(*input->arg)}, {"mutated", input->mutated}});
       if (input->arg->value.type == nb::ArgumentValue::GraphArg) {
@@ -105,7 +105,7 @@ nlohmann::ordered_json graph_json(const nb::GraphT& graph) {
       }
     }
     n["args"] = args;
-    auto outs = nlohmann::ordered_json::array();
+    auto outs = nlohmann::json::array();
     for (const auto& o : node->outputs) outs.push_back(o->name);
     n["outputs"] = outs;
     if (!subgraphs.empty()) n["subgraphs"] = subgraphs;

@@ -16,6 +16,6 @@ struct NodeCounts {
 [[nodiscard]] NodeCounts count_nodes(const nb::GraphT& graph);
 // One line per node, `indent` spaces deep; subgraphs indented further.
 [[nodiscard]] std::string graph_text(const nb::GraphT& graph, size_t indent);
-[[nodiscard]] nlohmann::ordered_json graph_json(const nb::GraphT& graph);
+[[nodiscard]] nlohmann::json graph_json(const nb::GraphT& graph);
 
 }  // namespace ptepack

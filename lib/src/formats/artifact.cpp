@@ -51,8 +51,17 @@ void load_package(Artifact& a) {
     fail_input("{}:program.ptg: {} bytes exceeds the program size limit", a.name, program->size);
   }
   auto bytes = file->read_range(program->data_offset, program->size);
+  if (zip::crc32_update(0, bytes) != program->crc32) {
+    fail_input("{}:program.ptg: CRC-32 does not match the stored bytes (corrupt package)", a.name);
+  }
   a.program = read_program_binary(bytes, a.name + ":program.ptg");
   if (weights != nullptr) {
+    // The package carries no digests, only CRC-32s: check them so a damaged
+    // package is never repacked or shown as if whole.
+    std::vector<uint8_t> buffer;
+    if (!zip::crc_matches(*file, *weights, buffer)) {
+      fail_input("{}:program.safetensors: CRC-32 does not match the stored bytes (corrupt package)", a.name);
+    }
     a.data = safetensors::read(file, weights->data_offset, weights->size,
                                a.name + ":program.safetensors").tensors;
   }
@@ -60,6 +69,7 @@ void load_package(Artifact& a) {
   auto context = a.name + ":aliases.json";
   if (aliases->size > Limits::max_header_bytes) fail_input("{}: {} bytes exceeds the limit", context, aliases->size);
   auto raw = file->read_range(aliases->data_offset, aliases->size);
+  if (zip::crc32_update(0, raw) != aliases->crc32) fail_input("{}: CRC-32 does not match the stored bytes", context);
   auto json = parse_json_strict(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()), context);
   if (!json.is_object()) fail_input("{}: expected a JSON object of alias -> owner", context);
   for (const auto& [alias, owner_json] : json.items()) {
@@ -109,6 +119,7 @@ void load_directory(Artifact& a) {
   for (const auto& [alias, owner] : a.aliases) a.data.emplace(alias, a.data.at(owner));
   for (const auto& [key, t] : m.tensors) {
     if (t.alias_of && !a.aliases.count(key)) a.aliases.emplace(key, *t.alias_of);
+    a.data.at(key).expected_sha256 = t.sha256;
   }
 }
 

@@ -120,4 +120,8 @@ nlohmann::json parse_json_strict(std::string_view text, const std::string& conte
   return root;
 }
 
+std::string json_text(const nlohmann::json& value) {
+  return value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 }  // namespace ptepack

@@ -9,7 +9,7 @@
 namespace ptepack {
 namespace {
 
-using ordered = nlohmann::ordered_json;
+using ordered = nlohmann::json;
 
 class Reader {
  public:
@@ -93,7 +93,7 @@ std::string manifest_to_json(const Manifest& m) {
   for (const auto& [key, file] : m.weight_map) weight_map[key] = file;
   j["metadata"] = ordered{{"total_size", m.total_size}};
   j["weight_map"] = std::move(weight_map);
-  return j.dump(2) + "\n";
+  return json_text(j);
 }
 
 Manifest parse_manifest(std::string_view text, const std::string& context) {

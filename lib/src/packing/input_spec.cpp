@@ -18,8 +18,8 @@ InputSpec parse_input_spec(const std::string& text) {
   }
   std::string rest = text;
   auto eq = rest.find('=');
-  if (eq != std::string::npos && rest.substr(0, eq).find('/') == std::string::npos &&
-      rest.substr(0, eq).find('@') == std::string::npos) {
+  auto at_sign = rest.find('@');
+  if (eq != std::string::npos && (at_sign == std::string::npos || eq < at_sign)) {
     spec.method = rest.substr(0, eq);
     rest = rest.substr(eq + 1);
   }

@@ -150,7 +150,14 @@ PackSummary pack(const PackOptions& options) {
   progress.set_totals(total, 0);
   progress.start(options.progress);
   auto digests = hash_ranges(ranges, options.jobs, &progress);
-  for (size_t i = 0; i < digests.size(); ++i) prepared.tensors[i].sha256 = digests[i];
+  for (size_t i = 0; i < digests.size(); ++i) {
+    auto& t = prepared.tensors[i];
+    t.sha256 = digests[i];
+    if (t.data.expected_sha256 && *t.data.expected_sha256 != to_hex(t.sha256)) {
+      fail_input("{}: tensor {}: bytes do not match the manifest's SHA-256 (corrupt input)",
+                 t.data.bytes.file->name(), quote(t.key));
+    }
+  }
 
   std::unique_ptr<AtomicOutput> output;
   if (!options.dry_run) {

@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ptepack/formats/json_util.h"
+
 #include "ptepack/base/format_util.h"
 #include "ptepack/packing/pack.h"
 
@@ -36,12 +38,12 @@ std::string render_pack_text(const PackSummary& s) {
                        sh.payload_bytes, sh.keys.size()));
     }
   }
-  line(fmt::format("{}: {} bytes", s.dry_run ? "would write" : "wrote", s.output_bytes));
+  line(s.dry_run ? fmt::format("would write: {} bytes{}", s.output_bytes, s.package ? "" : " and manifest.json") : fmt::format("wrote: {} bytes", s.output_bytes));
   return out;
 }
 
 std::string render_pack_json(const PackSummary& s) {
-  using ordered = nlohmann::ordered_json;
+  using ordered = nlohmann::json;
   ordered j;
   j["output"] = s.output;
   j["kind"] = s.package ? "ptn" : "directory";
@@ -75,7 +77,7 @@ std::string render_pack_json(const PackSummary& s) {
     j["shards"] = shards;
   }
   j["output_bytes"] = s.output_bytes;
-  return j.dump(2) + "\n";
+  return json_text(j);
 }
 
 }  // namespace ptepack

@@ -141,9 +141,12 @@ void write_directory(const PreparedPack& prepared, const PackOptions& options, A
   if (sharding.format == ShardFormat::safetensors) {
     auto index = safetensors::index_json(manifest.total_size, manifest.weight_map);
     write_small_file(dir / "model.safetensors.index.json", display("model.safetensors.index.json"), index);
+    summary.output_bytes += index.size();
   }
   // The manifest is written last: its presence marks a complete directory.
-  write_small_file(dir / "manifest.json", display("manifest.json"), manifest_to_json(manifest));
+  auto manifest_text = manifest_to_json(manifest);
+  write_small_file(dir / "manifest.json", display("manifest.json"), manifest_text);
+  summary.output_bytes += manifest_text.size();
 }
 
 }  // namespace ptepack::detail

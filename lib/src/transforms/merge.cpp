@@ -138,7 +138,7 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
       const std::string method_name = method->name;
       std::set<std::string> renamed_here;
       buffer_decls.add_method(*method, out.state, state_key, decl_problems);
-      if (!decl_problems.empty()) throw Error(ErrorCode::conflict, decl_problems.front());
+      if (!decl_problems.empty()) throw Error(ErrorCode::conflict, input.name + ": " + decl_problems.front());
       // Data checks use the source keys, before renaming.
       for (const auto& c : method->constants) {
         auto it = input.data.find(c->data_key);
@@ -170,8 +170,8 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
                         same_bytes(prev.data.bytes, data->second.bytes);
             if (!same) {
               fail(ErrorCode::conflict,
-                   "state key {}: initial data differs between {} (method {}) and {} (method {})",
-                   quote(final_name), prev.input, quote(prev.method), input.name, quote(method_name));
+                   "{}: state key {}: initial data differs between {} (method {}) and {} (method {})",
+                   input.name, quote(final_name), prev.input, quote(prev.method), input.name, quote(method_name));
             }
           }
         } else if (tensor_role && !mut) {
@@ -192,7 +192,10 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
     }
   }
   for (const auto& key : needs_data) {
-    if (!bound.count(key)) fail_input("state key {} is read as a tensor but no input provides its data", quote(key));
+    if (!bound.count(key)) {
+      fail_input("{}: state key {} is read as a tensor but no input provides its data", inputs.front().name,
+                 quote(key));
+    }
   }
 
   for (auto& [key, binding] : bound) out.tensors.emplace(key, std::move(binding.data));

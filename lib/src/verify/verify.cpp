@@ -50,6 +50,9 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
       problems.push_back(fmt::format("{}: unexpected member {}", name, quote(m.name)));
     }
     by_name[m.name] = &m;
+    if (m.data_offset % 64 != 0) {
+      problems.push_back(fmt::format("{}:{}: data at offset {} is not 64-byte aligned", name, m.name, m.data_offset));
+    }
     if (!zip::crc_matches(*file, m, buffer)) {
       problems.push_back(fmt::format("{}:{}: CRC-32 does not match the stored bytes", name, m.name));
     }
@@ -135,6 +138,8 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
 VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options) {
   VerifyReport report;
   report.artifact = path.string();
+  std::error_code missing;
+  if (!fs::exists(path, missing)) fail(ErrorCode::io, "{}: no such file or directory", path.string());
   try {
     std::error_code ec;
     auto filename = path.filename().string();
@@ -177,11 +182,11 @@ std::string render_verify_text(const VerifyReport& r) {
 }
 
 std::string render_verify_json(const VerifyReport& r) {
-  nlohmann::ordered_json j{{"artifact", r.artifact},         {"kind", r.kind},
+  nlohmann::json j{{"artifact", r.artifact},         {"kind", r.kind},
                            {"ok", r.ok()},                   {"problems", r.problems},
                            {"files_checked", r.files_checked}, {"tensors_checked", r.tensors_checked},
                            {"bytes_hashed", r.bytes_hashed}};
-  return j.dump(2) + "\n";
+  return json_text(j);
 }
 
 }  // namespace ptepack

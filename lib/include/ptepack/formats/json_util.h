@@ -21,4 +21,10 @@ namespace ptepack {
 [[noreturn]] void fail_json_syntax(const std::string& context, uint64_t base, size_t position,
                                    const std::string& what);
 
+// Pretty JSON text (2-space indent, final newline) for every document ptepack
+// prints or writes. Objects are nlohmann::json (std::map): keys come out
+// sorted, and building large maps stays O(n log n). Strings that are not
+// UTF-8 are written with U+FFFD instead of throwing.
+[[nodiscard]] std::string json_text(const nlohmann::json& value);
+
 }  // namespace ptepack

@@ -20,6 +20,9 @@ struct TensorData {
   DType dtype = DType::BYTE;
   Shape shape;
   ByteRange bytes;
+  // Digest the source promises for these bytes (a directory's manifest),
+  // checked when the bytes are hashed so corrupt inputs are never repacked.
+  std::optional<std::string> expected_sha256 = std::nullopt;
 };
 
 // key -> tensor, ordered by key bytes (std::string compares bytewise).

@@ -21,8 +21,9 @@ struct InputSpec {
 };
 
 // Parses an INPUT argument. A string naming an existing file or directory is
-// always a plain PATH; otherwise `METHOD=` is split at the first '=' when the
-// part before it has no '/', and `@DATA` at the first '@' after that.
+// always a plain PATH; otherwise `METHOD=` is split at the first '=' (when it
+// comes before any '@'; the method name is validated later), and `@DATA` at
+// the first '@' after that.
 [[nodiscard]] InputSpec parse_input_spec(const std::string& text);
 
 struct PackOptions {

@@ -22,7 +22,8 @@ struct VerifyReport {
   [[nodiscard]] bool ok() const { return problems.empty(); }
 };
 
-// Never throws for a bad artifact: every problem found is listed in the report.
+// Never throws for a bad artifact: every problem found is listed in the
+// report. Throws Error (io) only when `path` does not exist.
 [[nodiscard]] VerifyReport verify_artifact(const std::filesystem::path& path, const VerifyOptions& options);
 
 [[nodiscard]] std::string render_verify_text(const VerifyReport& report);
