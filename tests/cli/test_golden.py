@@ -58,7 +58,7 @@ def damaged_copy(source, destination):
 PACK = ["pack", "prefill.json", "decode.json"]
 PACK_PTN = PACK + ["-o", "model.ptn"]
 PACK_DIR = PACK + ["-o", "model", "--max-shard-bytes", "3000"]
-PACK_ST = PACK + ["-o", "model_st", "--shard-format", "safetensors", "--max-shard-bytes", "3000"]
+PACK_ST = PACK + ["-o", "model_st", "--shard-format", "safetensors", "--max-shard-bytes", "2500"]
 CASES = [
     # name, argv (run in the work directory), optional preparation
     ("pack_ptn", PACK_PTN),

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "ptepack/base/error.h"
+#include "ptepack/packing/shard_layout.h"
 #include "ptepack/packing/shard_plan.h"
 
 using namespace ptepack;
@@ -102,4 +103,21 @@ TEST_CASE("dedup grouping: owner is the smallest key, state never shares") {
   tensors[1].data.dtype = DType::CHAR;
   CHECK(group_tensors(tensors, DedupRule::bytes).size() == 4);
   CHECK(group_tensors(tensors, DedupRule::dtype_shape_bytes).size() == 5);
+}
+
+TEST_CASE("file mode: a cap equal to the exact file size still takes every group") {
+  std::vector<StoredTensor> tensors{tensor("a", 3000, 1), tensor("b", 3000, 2)};
+  auto groups = group_tensors(tensors, DedupRule::bytes);
+  for (auto format : {ShardFormat::ptd, ShardFormat::safetensors}) {
+    ShardingOptions options;
+    options.format = format;
+    options.alignment = 4096;
+    uint64_t exact = layout_shard(tensors, groups, {0, 1}, options).file_size;
+    options.max_shard_bytes = exact;
+    auto plan = plan_shards(tensors, groups, options);
+    CHECK(plan.size() == 1);
+    CHECK(plan[0].size_bound == exact);
+    options.max_shard_bytes = exact - 1;
+    CHECK(plan_shards(tensors, groups, options).size() == 2);
+  }
 }

@@ -4,9 +4,9 @@
 #include "pack_internal.h"
 #include "ptepack/packing/file_content.h"
 #include "ptepack/base/error.h"
-#include "ptepack/formats/flat_tensor.h"
 #include "ptepack/formats/manifest.h"
 #include "ptepack/formats/safetensors.h"
+#include "ptepack/packing/shard_layout.h"
 
 namespace ptepack::detail {
 namespace {
@@ -17,45 +17,12 @@ namespace fs = std::filesystem;
 FileContent shard_content(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
                           const PlannedShard& shard, const ShardingOptions& options,
                           std::vector<std::string>& keys) {
+  auto layout = layout_shard(tensors, groups, shard.groups, options);
   FileContent content;
-  if (options.format == ShardFormat::ptd) {
-    std::vector<ptd::Entry> entries;
-    std::vector<uint64_t> segment_sizes;
-    for (size_t g : shard.groups) {
-      for (size_t index : groups[g].members) {
-        const auto& t = tensors[index];
-        entries.push_back({t.key, t.data.dtype, t.data.shape, static_cast<uint32_t>(segment_sizes.size())});
-      }
-      segment_sizes.push_back(groups[g].nbytes);
-    }
-    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
-    auto layout = ptd::plan_file(entries, segment_sizes, options.alignment);
-    content.size = layout.file_size;
-    content.pieces.push_back({0, layout.head, {}});
-    for (size_t s = 0; s < shard.groups.size(); ++s) {
-      const auto& owner = tensors[groups[shard.groups[s]].members[0]];
-      content.pieces.push_back({layout.segment_offsets[s], {}, owner.data.bytes});
-    }
-    for (const auto& e : entries) keys.push_back(e.key);
-  } else {
-    std::vector<size_t> owners;
-    for (size_t g : shard.groups) owners.push_back(groups[g].members[0]);
-    std::sort(owners.begin(), owners.end(), [&](size_t a, size_t b) { return tensors[a].key < tensors[b].key; });
-    std::vector<safetensors::Entry> entries;
-    for (size_t index : owners) {
-      const auto& t = tensors[index];
-      entries.push_back({t.key, t.data.dtype, t.data.shape, t.data.bytes.size});
-      keys.push_back(t.key);
-    }
-    auto layout = safetensors::plan_file(entries, {});
-    content.size = layout.file_size;
-    content.pieces.push_back({0, layout.head, {}});
-    for (size_t k = 0; k < owners.size(); ++k) {
-      content.pieces.push_back({layout.data_offsets[k], {}, tensors[owners[k]].data.bytes});
-    }
-  }
-  std::sort(content.pieces.begin(), content.pieces.end(),
-            [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+  content.size = layout.file_size;
+  content.pieces.push_back({0, std::move(layout.head), {}});
+  for (const auto& p : layout.placements) content.pieces.push_back({p.offset, {}, tensors[p.tensor].data.bytes});
+  keys = std::move(layout.keys);
   return content;
 }
 

@@ -1,0 +1,50 @@
+// Shard file layouts through the format writers' planners.
+#include "ptepack/packing/shard_layout.h"
+
+#include <algorithm>
+
+#include "ptepack/formats/flat_tensor.h"
+#include "ptepack/formats/safetensors.h"
+
+namespace ptepack {
+
+ShardLayout layout_shard(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
+                         const std::vector<size_t>& shard_groups, const ShardingOptions& options) {
+  ShardLayout out;
+  if (options.format == ShardFormat::ptd) {
+    std::vector<ptd::Entry> entries;
+    std::vector<uint64_t> segment_sizes;
+    for (size_t g : shard_groups) {
+      for (size_t index : groups[g].members) {
+        const auto& t = tensors[index];
+        entries.push_back({t.key, t.data.dtype, t.data.shape, static_cast<uint32_t>(segment_sizes.size())});
+      }
+      segment_sizes.push_back(groups[g].nbytes);
+    }
+    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+    auto layout = ptd::plan_file(entries, segment_sizes, options.alignment);
+    out.head = std::move(layout.head);
+    out.file_size = layout.file_size;
+    for (size_t s = 0; s < shard_groups.size(); ++s) {
+      out.placements.push_back({layout.segment_offsets[s], groups[shard_groups[s]].members[0]});
+    }
+    for (auto& e : entries) out.keys.push_back(std::move(e.key));
+    return out;
+  }
+  std::vector<size_t> owners;
+  for (size_t g : shard_groups) owners.push_back(groups[g].members[0]);
+  std::sort(owners.begin(), owners.end(), [&](size_t a, size_t b) { return tensors[a].key < tensors[b].key; });
+  std::vector<safetensors::Entry> entries;
+  for (size_t index : owners) {
+    const auto& t = tensors[index];
+    entries.push_back({t.key, t.data.dtype, t.data.shape, t.data.bytes.size});
+    out.keys.push_back(t.key);
+  }
+  auto layout = safetensors::plan_file(entries, {});
+  out.head = std::move(layout.head);
+  out.file_size = layout.file_size;
+  for (size_t k = 0; k < owners.size(); ++k) out.placements.push_back({layout.data_offsets[k], owners[k]});
+  return out;
+}
+
+}  // namespace ptepack
