@@ -215,11 +215,12 @@ bool wide_lists_aligned(const nb::Graph* graph, const uint8_t* base) {
       const nb::Argument* arg = input->arg();
       if (arg == nullptr) continue;
       const uint8_t* data = nullptr;
+      // Builders do not align empty vectors, and nothing is read from them.
       if (const auto* ints = arg->value_as_IntListArg(); ints != nullptr && ints->values()) {
-        data = ints->values()->Data();
+        if (ints->values()->size() > 0) data = ints->values()->Data();
       } else if (const auto* floats = arg->value_as_FloatListArg();
                  floats != nullptr && floats->values()) {
-        data = floats->values()->Data();
+        if (floats->values()->size() > 0) data = floats->values()->Data();
       } else if (const auto* sub = arg->value_as_GraphArg(); sub != nullptr) {
         if (!wide_lists_aligned(sub->graph(), base)) return false;
       }
