@@ -81,7 +81,7 @@ void check_output_target(const PackOptions& options, const std::vector<fs::path>
 namespace detail {
 
 void summarize_groups(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
-                      PackSummary& summary) {
+                      PackSummary& summary, Progress* progress) {
   summary.tensors = tensors.size();
   summary.unique_tensors = groups.size();
   summary.logical_bytes = 0;
@@ -93,6 +93,7 @@ void summarize_groups(const std::vector<StoredTensor>& tensors, const std::vecto
       summary.aliases.emplace(tensors[g.members[k]].key, tensors[g.members[0]].key);
     }
   }
+  if (progress != nullptr) progress->set_write_total(summary.stored_bytes);
 }
 
 }  // namespace detail
@@ -147,7 +148,7 @@ PackSummary pack(const PackOptions& options) {
     ranges.push_back(t.data.bytes);
     total += t.data.bytes.size;
   }
-  progress.set_totals(total, 0);
+  progress.set_hash_total(total);
   progress.start(options.progress);
   auto digests = hash_ranges(ranges, options.jobs, &progress);
   for (size_t i = 0; i < digests.size(); ++i) {

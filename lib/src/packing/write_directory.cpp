@@ -42,7 +42,7 @@ void write_directory(const PreparedPack& prepared, const PackOptions& options, A
   const auto& sharding = options.sharding;
   auto groups = group_tensors(tensors, sharding.format == ShardFormat::ptd ? DedupRule::bytes
                                                                            : DedupRule::dtype_shape_bytes);
-  summarize_groups(tensors, groups, summary);
+  summarize_groups(tensors, groups, summary, progress);
   auto plan = plan_shards(tensors, groups, sharding);
   const char* ext = sharding.format == ShardFormat::ptd ? "ptd" : "safetensors";
 

@@ -19,7 +19,7 @@ void write_package(const PreparedPack& prepared, const PackOptions& options, Ato
                    Progress* progress, PackSummary& summary) {
   const auto& tensors = prepared.tensors;
   auto groups = group_tensors(tensors, DedupRule::dtype_shape_bytes);
-  summarize_groups(tensors, groups, summary);
+  summarize_groups(tensors, groups, summary, progress);
 
   // program.safetensors holds each group's owner, in key order (groups are in owner order).
   std::vector<safetensors::Entry> entries;

@@ -20,10 +20,8 @@ class Progress {
   // Starts drawing if `enabled` and stderr is a terminal.
   void start(bool enabled);
   void stop();
-  void set_totals(uint64_t to_hash, uint64_t to_write) {
-    hash_total_ = to_hash;
-    write_total_ = to_write;
-  }
+  void set_hash_total(uint64_t bytes) { hash_total_ = bytes; }
+  void set_write_total(uint64_t bytes) { write_total_ = bytes; }
   void add_hashed(uint64_t n) { hashed_.fetch_add(n, std::memory_order_relaxed); }
   void add_written(uint64_t n) { written_.fetch_add(n, std::memory_order_relaxed); }
 
