@@ -1,0 +1,15 @@
+# Corpus replay in every build: each fuzz target's source linked with replay_main.cpp instead of
+# libFuzzer, as replay_<name>, and one CTest fuzz_replay_<name> feeding it corpus/<name>/ and
+# crashes/<name>/. Included from tests/CMakeLists.txt.
+include(${CMAKE_CURRENT_LIST_DIR}/targets.cmake)
+
+foreach(name IN LISTS PTEPACK_FUZZ_TARGETS)
+  add_executable(replay_${name}
+    ${CMAKE_CURRENT_LIST_DIR}/fuzz_${name}.cpp ${CMAKE_CURRENT_LIST_DIR}/replay_main.cpp)
+  target_link_libraries(replay_${name} PRIVATE ptepack ptepack_warnings ptepack_sanitizers)
+  target_compile_features(replay_${name} PRIVATE cxx_std_20)
+  add_test(NAME fuzz_replay_${name}
+    COMMAND replay_${name} ${CMAKE_CURRENT_LIST_DIR}/corpus/${name}
+            ${CMAKE_CURRENT_LIST_DIR}/crashes/${name})
+  set_tests_properties(fuzz_replay_${name} PROPERTIES TIMEOUT 120 LABELS fuzz)
+endforeach()
