@@ -196,9 +196,14 @@ struct Target {
 
 // Every prefix of the file, shorter than the file. Each must fail dump; verify must fail too
 // when the target is covered by a digest or a structure that ends at the last byte.
-Findings sweep_truncations(const Target& target, const std::string& original) {
+// `middle_stride` > 1 samples the lengths between the first and last 4 KiB (every length is still
+// done for the headers and the end records).
+Findings sweep_truncations(const Target& target, const std::string& original,
+                           size_t middle_stride = 1) {
   Findings findings;
-  for (size_t n = 0; n < original.size(); ++n) {
+  constexpr size_t kEdge = 4096;
+  for (size_t n = 0; n < original.size();
+       n += (n >= kEdge && n + kEdge < original.size()) ? middle_stride : 1) {
     write_bytes(target.file, std::string_view(original).substr(0, n));
     auto where = target.file.filename().string() + " cut to " + std::to_string(n) + " bytes";
     ++findings.cases;
@@ -249,7 +254,9 @@ TEST_CASE("every truncation of a directory's program.ptg is rejected", "[corrupt
   ScratchDir work;
   auto dir = copy_dir(originals().ptd_dir, work.path() / "out");
   Target target{dir / "program.ptg", dir};
-  sweep_truncations(target, read_bytes(dir / "program.ptg")).require_none();
+  // The bare .ptg case below does every length through the program reader; here the point is
+  // the manifest's digest, so the middle is sampled.
+  sweep_truncations(target, read_bytes(dir / "program.ptg"), 7).require_none();
 }
 
 TEST_CASE("every truncation of a bare .ptg is rejected by dump and verify", "[corruption]") {
