@@ -11,6 +11,7 @@
 namespace {
 
 int report(const std::string& message, int code) {
+  ptepack::wait_if_interrupted();
   std::istringstream lines(message);
   std::string line;
   while (std::getline(lines, line)) std::cerr << "ptepack: error: " << line << '\n';
@@ -35,9 +36,9 @@ int main(int argc, char** argv) {
                   static_cast<int>(ptepack::ErrorCode::usage));
   }
   try {
-    if (app.got_subcommand("pack")) return pack();
-    if (app.got_subcommand("dump")) return dump();
-    return verify();
+    int code = app.got_subcommand("pack") ? pack() : app.got_subcommand("dump") ? dump() : verify();
+    ptepack::wait_if_interrupted();
+    return code;
   } catch (const ptepack::Error& e) {
     return report(e.what(), static_cast<int>(e.code()));
   } catch (const std::bad_alloc&) {

@@ -132,12 +132,7 @@ def file_size_limit(ctx):
     sweep_fsize(ctx, ignore_sigxfsz=True)
 
 
-# KNOWN BUG: under `prlimit --fsize=N ptepack pack ...` (or `ulimit -f`) SIGXFSZ keeps its default
-# action, so the first write past the limit kills ptepack (exit -25) and its temporary stays
-# beside the output. Expected: exit 5 with one error line and no temporary, as when SIGXFSZ is
-# ignored. install_interrupt_cleanup() (lib/src/io/output_file.cpp) would need to ignore SIGXFSZ
-# so that write() fails with EFBIG and the normal error path removes the temporary.
-@suite.test(known_bug="SIGXFSZ at a file size limit kills pack and leaves its temporary file")
+@suite.test
 def file_size_limit_default_sigxfsz(ctx):
     """(a) `prlimit --fsize=N`: SIGXFSZ keeps its default action (terminate)."""
     sweep_fsize(ctx, ignore_sigxfsz=False)
@@ -263,6 +258,14 @@ def interrupt(ctx, name, sig, existing, delay=0.0, options=(), model=None):
     if not ctx.check(saw_temp, f"{what}: pack ended (exit {process.returncode}) before its "
                                "temporary appeared"):
         return
+    if process.returncode == 0:
+        # The signal came after the output was renamed into place: the command completed
+        # (documented), so the output must be whole and nothing temporary may remain.
+        ctx.check(not temps_beside(output), f"{what}: temporaries left: {temps_beside(output)}")
+        verify = ctx.run("verify", output)
+        ctx.equal(verify.code, 0, f"{what}: completed output does not verify")
+        remove(output)
+        return
     ctx.equal(process.returncode, 128 + sig.value, f"{what}: exit code "
               f"({stderr.decode('utf-8', 'replace')[:200]!r})")
     ctx.check(not temps_beside(output), f"{what}: temporaries left: {temps_beside(output)}")
@@ -299,17 +302,7 @@ def many_shard_model():
     return _many_shards
 
 
-# KNOWN BUG: a signal while pack fills a directory output leaves the temporary directory behind
-# (with `.shard-N.tmp` files in it). The watcher thread of install_interrupt_cleanup()
-# (lib/src/io/output_file.cpp) runs std::filesystem::remove_all on the temporary directory while
-# the writer threads keep creating shard files in it; remove_all fails (a file appears after it
-# listed the directory, so rmdir gets ENOTEMPTY), remove_quietly ignores the error, and
-# _exit(128 + sig) follows. With ~75 shards it happens in most runs, with the one-shard 300 MB
-# model only when the signal lands as the first shard file is created. Expected: no temporary.
-# A fix: rename the temporary directory away first (path-based creations then fail with ENOENT),
-# then remove the renamed tree, retrying until it is gone.
-@suite.test(known_bug="a signal while a directory output is written leaves the temporary "
-                      "directory (remove_all races the writer threads)")
+@suite.test
 def signals_during_directory_pack(ctx):
     """(d) SIGTERM and SIGINT while a directory output is written: the ~300 MB model with and
     without an existing output, then a ~75-shard model signalled at seeded moments."""

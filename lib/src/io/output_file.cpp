@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -21,8 +22,13 @@
 namespace ptepack {
 namespace {
 
-// Temporaries alive right now; the signal watcher removes them.
+// Temporaries alive right now; the signal watcher removes them. The mutex
+// also orders an interrupt against the final rename: the watcher either runs
+// before it (and the rename never happens) or after it (the command finished,
+// and the watcher lets it exit normally).
 std::mutex g_temps_mutex;
+bool g_committing = false;   // guarded by g_temps_mutex
+bool g_interrupted = false;  // guarded by g_temps_mutex
 std::set<std::filesystem::path>& live_temps() {
   static std::set<std::filesystem::path> temps;
   return temps;
@@ -124,6 +130,8 @@ AtomicOutput::~AtomicOutput() {
 }
 
 void AtomicOutput::commit() {
+  std::lock_guard lock(g_temps_mutex);
+  g_committing = true;
   auto dir = target_.parent_path();
   if (kind_ == Kind::directory) {
     sync_directory(temp_);
@@ -149,6 +157,15 @@ void AtomicOutput::commit() {
   sync_directory(dir);
 }
 
+void wait_if_interrupted() {
+  std::unique_lock lock(g_temps_mutex);  // blocks while the watcher cleans up
+  while (g_interrupted) {
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // the watcher is about to _exit
+    lock.lock();
+  }
+}
+
 void sync_directory(const std::filesystem::path& dir) {
   int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;
@@ -157,6 +174,9 @@ void sync_directory(const std::filesystem::path& dir) {
 }
 
 void install_interrupt_cleanup() {
+  // At a file size limit, fail the write with EFBIG (an I/O error that cleans
+  // up) instead of being killed with the temporary left behind.
+  ::signal(SIGXFSZ, SIG_IGN);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
@@ -167,9 +187,23 @@ void install_interrupt_cleanup() {
     int sig = 0;
     while (sigwait(&set, &sig) != 0) {
     }
-    {
-      std::lock_guard lock(g_temps_mutex);
-      for (const auto& path : live_temps()) remove_quietly(path);
+    std::unique_lock lock(g_temps_mutex);
+    // The output is already in place: let the command finish and exit normally.
+    if (g_committing) return;
+    g_interrupted = true;
+    for (const auto& path : live_temps()) {
+      // Move the tree away first so writer threads cannot add files to it,
+      // then remove it, retrying for files created just before the move.
+      auto dead = path;
+      dead += ".dead";
+      std::error_code ec;
+      std::filesystem::rename(path, dead, ec);
+      const auto& victim = ec ? path : dead;
+      for (int attempt = 0; attempt < 1000; ++attempt) {
+        std::filesystem::remove_all(victim, ec);
+        if (!std::filesystem::exists(std::filesystem::symlink_status(victim, ec))) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
     }
     ::_exit(128 + sig);
   }).detach();

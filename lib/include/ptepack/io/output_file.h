@@ -60,8 +60,15 @@ class AtomicOutput {
 
 // Blocks SIGINT/SIGTERM/SIGHUP in the calling thread (call first in main, before
 // any thread starts) and starts a watcher that removes every live temporary
-// output and exits with 128 + signal.
+// output and exits with 128 + signal. A signal that arrives once the output
+// has been renamed into place lets the command finish. Also ignores SIGXFSZ,
+// so a file size limit is an ordinary write error.
 void install_interrupt_cleanup();
+
+// Call before reporting an error or returning from main: while an interrupt
+// is being handled this never returns (the watcher exits with 128 + signal),
+// so the exit code and output state are the interrupt's, not a side error's.
+void wait_if_interrupted();
 
 // fsyncs a directory so a rename inside it is durable.
 void sync_directory(const std::filesystem::path& dir);
