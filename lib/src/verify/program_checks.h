@@ -1,14 +1,28 @@
-// Checks of a packed program against its data, shared by the package and directory verifiers.
+// Checks shared by the package and directory verifiers: the packed program against its data.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "ptepack/base/error.h"
 #include "ptepack/formats/program.h"
 #include "ptepack/model/tensor.h"
 #include "ptepack/transforms/program_keys.h"
 
 namespace ptepack {
+
+// Runs fn; an Error it throws becomes a problem line instead, so a verifier
+// goes on to report everything else. Returns whether fn completed.
+template <typename Fn>
+bool attempt(std::vector<std::string>& problems, Fn&& fn) {
+  try {
+    fn();
+    return true;
+  } catch (const Error& e) {
+    problems.emplace_back(e.what());
+    return false;
+  }
+}
 
 // Graph structure, method names, naming rules (immutable keys under their
 // method's namespace, mutable keys under state/), every referenced tensor key

@@ -22,17 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Runs fn; an Error it throws becomes a problem line instead.
-template <typename Fn>
-bool attempt(std::vector<std::string>& problems, Fn&& fn) {
-  try {
-    fn();
-    return true;
-  } catch (const Error& e) {
-    problems.emplace_back(e.what());
-    return false;
-  }
-}
 
 std::string as_text(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
 

@@ -19,16 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-template <typename Fn>
-bool attempt(std::vector<std::string>& problems, Fn&& fn) {
-  try {
-    fn();
-    return true;
-  } catch (const Error& e) {
-    problems.emplace_back(e.what());
-    return false;
-  }
-}
 
 // What one shard file holds, as read back.
 struct ShardContents {
