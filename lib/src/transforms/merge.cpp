@@ -48,18 +48,8 @@ struct Binding {
 
 }  // namespace
 
-namespace {
-// Appends instead of operator+ (which trips a GCC 12 -Wrestrict false positive).
-std::string prefixed(std::string_view prefix, std::string_view separator, const std::string& key) {
-  std::string out;
-  out.reserve(prefix.size() + separator.size() + key.size());
-  out.append(prefix).append(separator).append(key);
-  return out;
-}
-}  // namespace
-
 std::string state_key(const std::string& key) {
-  return starts_with(key, kStatePrefix) ? key : prefixed(kStatePrefix, "", key);
+  return starts_with(key, kStatePrefix) ? key : std::string(kStatePrefix) + key;
 }
 
 std::string final_key(const std::string& method, const std::string& key, bool is_mutable) {
@@ -67,13 +57,13 @@ std::string final_key(const std::string& method, const std::string& key, bool is
   if (key.size() > method.size() && key.compare(0, method.size(), method) == 0 && key[method.size()] == '/') {
     return key;
   }
-  return prefixed(method, "/", key);
+  return method + "/" + key;
 }
 
 MergedProgram merge_programs(std::vector<MergeInput> inputs) {
   MergedProgram out;
   out.program = std::make_unique<nb::ProgramT>();
-  out.program->version = std::string(1, '1');  // (a literal trips GCC 12 -Wrestrict)
+  out.program->version = "1";
 
   // Method names and structure.
   std::map<std::string, std::string> method_owner;  // method -> input name
