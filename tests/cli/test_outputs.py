@@ -767,5 +767,32 @@ def verify_of_a_missing_path_is_an_io_error(ctx):
         ctx.error_names(result, ["absent.ptn"], argv[0])
 
 
+@suite.test
+def corrupt_program_in_a_directory_input_is_refused(ctx):
+    out = os.path.join(ctx.mkdir("dir"), "model")
+    ctx.run_ok("pack", *fixtures(ctx), "-o", out, "-q")
+    program = os.path.join(out, "program.ptg")
+    data = bytearray(open(program, "rb").read())
+    at = data.find(b"aten.linear")
+    ctx.check(at > 0, "fixture program has an aten.linear target")
+    data[at:at + 4] = b"XXXX"
+    open(program, "wb").write(bytes(data))
+    target = os.path.join(ctx.tmp, "again.ptn")
+    result = ctx.run("pack", out, "-o", target)
+    ctx.equal(result.code, 3, "exit code for a corrupt program.ptg")
+    ctx.check("program.ptg" in result.err and "manifest" in result.err, f"message: {result.err!r}")
+    ctx.check(not os.path.exists(target), "output written despite the error")
+
+
+@suite.test
+def data_option_on_a_packed_input_is_a_usage_error(ctx):
+    package = os.path.join(ctx.mkdir("pkg"), "model.ptn")
+    ctx.run_ok("pack", *fixtures(ctx), "-o", package, "-q")
+    safetensors = os.path.join(ctx.data, "prefill.safetensors")
+    result = ctx.run("pack", f"{package}@{safetensors}", "-o", os.path.join(ctx.tmp, "x.ptn"))
+    ctx.equal(result.code, 2, "exit code for @DATA on a package")
+    ctx.check("@DATA" in result.err, f"message: {result.err!r}")
+
+
 if __name__ == "__main__":
     sys.exit(suite.main())

@@ -178,6 +178,26 @@ TEST_CASE("rejections name the method and keys") {
     constant(inputs[0], "p_wq_weight").meta->quant->scheme.AsAffineGroup()->scale_dtype = nb::ScalarType::HALF;
     require_error(std::move(inputs), ErrorCode::invalid_input, {"'layers.0.attention.wq.scales'", "HALF"});
   }
+  SECTION("state data from two inputs with the same path but different data") {
+    auto inputs = both();
+    inputs[1].name = inputs[0].name;  // e.g. `a=decode.json b=decode.json@other.safetensors`
+    auto& pos = inputs[1].data.at("pos");
+    pos.bytes = inputs[1].data.at("tok_embeddings.weight").bytes;
+    pos.bytes.size = 8;
+    require_error(std::move(inputs), ErrorCode::conflict, {"'state/pos'", "initial data differs"});
+  }
+  SECTION("a buffer mutation target that no buffer declares") {
+    auto inputs = both();
+    for (auto& spec : method(inputs[1]).output_specs) {
+      if (spec->target == "pos") spec->target = "bogus";
+    }
+    require_error(std::move(inputs), ErrorCode::invalid_input, {"'decode'", "'state/bogus'", "names no buffer"});
+  }
+  SECTION("mutable buffer data disagreeing with its declaration") {
+    auto inputs = both();
+    inputs[0].data.emplace("kv_cache", inputs[0].data.at("pos"));  // LONG [1], declared FLOAT [1, 128, 16]
+    require_error(std::move(inputs), ErrorCode::invalid_input, {"'prefill'", "'b_kv_cache'", "'kv_cache'", "FLOAT"});
+  }
   SECTION("duplicate method") {
     std::vector<MergeInput> inputs;
     inputs.push_back(fixture_input("prefill"));

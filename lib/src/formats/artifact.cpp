@@ -10,6 +10,7 @@
 #include "ptepack/formats/json_util.h"
 #include "ptepack/formats/safetensors.h"
 #include "ptepack/formats/zip.h"
+#include "ptepack/hash/sha256.h"
 
 namespace ptepack {
 namespace fs = std::filesystem;
@@ -99,7 +100,11 @@ void load_directory(Artifact& a) {
   if (program_file->size() > Limits::max_program_bytes) {
     fail_input("{}: program of {} bytes exceeds the limit", program_file->name(), program_file->size());
   }
-  a.program = read_program_binary(program_file->read_range(0, program_file->size()), program_file->name());
+  auto program_bytes = program_file->read_range(0, program_file->size());
+  if (program_bytes.size() != m.program.size || to_hex(sha256(program_bytes)) != m.program.sha256) {
+    fail_input("{}: size or SHA-256 differs from the manifest (corrupt input)", program_file->name());
+  }
+  a.program = read_program_binary(program_bytes, program_file->name());
   for (const auto& shard : m.shards) {
     auto file = open_inside(paths.dir, shard.file, manifest_file->name());
     TensorTable table = m.shard_format == "ptd" ? ptd::read_file(file).tensors
@@ -172,7 +177,13 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
   auto status = fs::status(path, ec);
   if (ec || !fs::exists(status)) fail(ErrorCode::io, "{}: no such file or directory", a.name);
   auto filename = path.filename().string();
+  auto no_data = [&] {
+    if (!data_paths.empty()) {
+      fail(ErrorCode::usage, "{}: @DATA applies to program graphs; this input carries its own data", a.name);
+    }
+  };
   if (fs::is_directory(status) || filename == "manifest.json") {
+    no_data();
     a.kind = ArtifactKind::directory;
     load_directory(a);
     return a;
@@ -184,6 +195,7 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
   }
   auto head = head_of(path);
   if (head.size() >= 4 && head.compare(0, 4, "PK\x03\x04") == 0) {
+    no_data();
     a.kind = ArtifactKind::package;
     load_package(a);
     return a;

@@ -132,6 +132,13 @@ AtomicOutput::~AtomicOutput() {
 void AtomicOutput::commit() {
   std::lock_guard lock(g_temps_mutex);
   g_committing = true;
+  // A failed rename leaves the temporary in place: interrupts must clean it up again.
+  struct Reset {
+    const bool& done;
+    ~Reset() {
+      if (!done) g_committing = false;
+    }
+  } reset{committed_};
   auto dir = target_.parent_path();
   if (kind_ == Kind::directory) {
     sync_directory(temp_);

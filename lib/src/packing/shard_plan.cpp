@@ -118,7 +118,7 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
       const auto& owner = tensors[groups[g].members[0]].key;
       uint64_t need = options.cap_mode == CapMode::payload
                           ? cost.payload
-                          : shard_size_bound(cost.head, cost.data, options);
+                          : layout_shard(tensors, groups, {g}, options).file_size;
       fail(ErrorCode::conflict,
            "tensor {} needs {} bytes in a shard ({} mode) but --max-shard-bytes is {}",
            quote(owner), need, cap_mode_name(options.cap_mode), *options.max_shard_bytes);

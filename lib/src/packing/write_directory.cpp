@@ -43,7 +43,12 @@ void write_directory(const PreparedPack& prepared, const PackOptions& options, A
   auto groups = group_tensors(tensors, sharding.format == ShardFormat::ptd ? DedupRule::bytes
                                                                            : DedupRule::dtype_shape_bytes);
   summarize_groups(tensors, groups, summary, progress);
-  auto plan = plan_shards(tensors, groups, sharding);
+  std::vector<PlannedShard> plan;
+  try {
+    plan = plan_shards(tensors, groups, sharding);
+  } catch (const Error& e) {
+    throw Error(e.code(), options.output.string() + ": " + e.what());  // name the output in the message
+  }
   const char* ext = sharding.format == ShardFormat::ptd ? "ptd" : "safetensors";
 
   std::vector<FileContent> contents(plan.size());

@@ -1,6 +1,8 @@
 // The transformation: program-wide mutability, state/ and <method>/ names, checks, data binding.
 #include "ptepack/transforms/merge.h"
 
+#include <fmt/format.h>
+
 #include <map>
 
 #include "ptepack/base/error.h"
@@ -42,7 +44,7 @@ bool same_bytes(const ByteRange& a, const ByteRange& b) {
 // Where a final key's data came from, to detect disagreeing state data.
 struct Binding {
   TensorData data;
-  std::string input;
+  size_t input;  // position on the command line (two inputs may share a path)
   std::string method;
 };
 
@@ -121,7 +123,10 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
   // Rules 2-4: rename every reference; detect collisions within an input.
   std::map<std::string, Binding> bound;  // final key -> data source
   std::set<std::string> needs_data;      // final keys read as tensors
-  for (auto& input : inputs) {
+  std::set<std::string> declared_state;  // state keys a constant or MutableBufferSpec declares
+  std::vector<std::pair<std::string, std::string>> mutation_targets;  // (input: method, final key)
+  for (size_t input_index = 0; input_index < inputs.size(); ++input_index) {
+    auto& input = inputs[input_index];
     std::map<std::string, std::pair<std::string, std::string>> origin;  // final -> (method, key)
     std::set<std::string> used_source_keys;
     for (auto& method : input.program->methods) {
@@ -135,6 +140,18 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
         if (it == input.data.end()) continue;
         auto problem = constant_data_problem(*c, it->second, method_name, input.name);
         if (!problem.empty()) throw Error(ErrorCode::invalid_input, problem);
+      }
+      for (const auto& buffer : method->mutable_buffers) {
+        auto it = input.data.find(buffer->fqn);
+        if (it == input.data.end()) continue;
+        for (const auto& tv : method->graph->tensor_values) {
+          if (tv->name != buffer->name) continue;
+          auto problem = tensor_data_problem(
+              *tv->meta, it->second,
+              fmt::format("{}: method {}: mutable buffer {} (key {})", input.name, quote(method_name),
+                          quote(buffer->name), quote(buffer->fqn)));
+          if (!problem.empty()) throw Error(ErrorCode::invalid_input, problem);
+        }
       }
       for_each_tensor_meta(*method, [&](const nb::TensorMetaT& meta, const std::string& name) {
         auto found = quant_data_problems(meta, name, input.data, method_name, input.name);
@@ -150,18 +167,23 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
         }
         bool tensor_role = role == KeyRole::constant || role == KeyRole::scale || role == KeyRole::zero_point;
         if (tensor_role) needs_data.insert(final_name);
+        if (mut && (role == KeyRole::constant || role == KeyRole::mutable_buffer)) declared_state.insert(final_name);
+        if (role == KeyRole::mutation_target) {
+          mutation_targets.emplace_back(fmt::format("{}: method {}", input.name, quote(method_name)), final_name);
+        }
         auto data = input.data.find(key);
         if (data != input.data.end()) {
           used_source_keys.insert(key);
-          auto [b, first] = bound.emplace(final_name, Binding{data->second, input.name, method_name});
-          if (!first && b->second.input != input.name) {
+          auto [b, first] = bound.emplace(final_name, Binding{data->second, input_index, method_name});
+          if (!first && b->second.input != input_index) {
             const auto& prev = b->second;
             bool same = prev.data.dtype == data->second.dtype && prev.data.shape == data->second.shape &&
                         same_bytes(prev.data.bytes, data->second.bytes);
             if (!same) {
               fail(ErrorCode::conflict,
                    "{}: state key {}: initial data differs between {} (method {}) and {} (method {})",
-                   input.name, quote(final_name), prev.input, quote(prev.method), input.name, quote(method_name));
+                   input.name, quote(final_name), prev.data.bytes.file->name(), quote(prev.method),
+                   data->second.bytes.file->name(), quote(method_name));
             }
           }
         } else if (tensor_role && !mut) {
@@ -179,6 +201,12 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
         ++out.dropped_keys;
         out.dropped_bytes += data.bytes.size;
       }
+    }
+  }
+  for (const auto& [where, key] : mutation_targets) {
+    if (!declared_state.count(key)) {
+      fail_input("{}: buffer mutation target {} names no buffer (no constant or MutableBufferSpec declares it)",
+                 where, quote(key));
     }
   }
   for (const auto& key : needs_data) {

@@ -200,24 +200,20 @@ std::string describe_meta(const nb::TensorMetaT& meta) {
   return fmt::format("{} [{}]", dtype_name(static_cast<DType>(meta.dtype)), dims);
 }
 
-std::string constant_data_problem(const nb::NamedTensorRefT& c, const TensorData& data, const std::string& method,
-                                  const std::string& context) {
-  if (c.meta->quant) return {};
-  auto declared = static_cast<DType>(c.meta->dtype);
-  auto where = fmt::format("{}: method {}: constant {} (key {})", context, quote(method), quote(c.name),
-                           quote(c.data_key));
+std::string tensor_data_problem(const nb::TensorMetaT& meta, const TensorData& data, const std::string& where) {
+  auto declared = static_cast<DType>(meta.dtype);
   if (declared != data.dtype) {
     return fmt::format("{}: graph declares dtype {} but data is {}", where, dtype_name(declared),
                        dtype_name(data.dtype));
   }
-  bool shape_ok = c.meta->sizes.size() == data.shape.size();
+  bool shape_ok = meta.sizes.size() == data.shape.size();
   for (size_t i = 0; shape_ok && i < data.shape.size(); ++i) {
-    const auto& dim = *c.meta->sizes[i];
+    const auto& dim = *meta.sizes[i];
     int64_t actual = data.shape[i];
     shape_ok = dim.min == dim.max ? actual == dim.min : actual >= dim.min && (dim.max < 0 || actual <= dim.max);
   }
   if (!shape_ok) {
-    return fmt::format("{}: graph declares shape {} but data has shape [{}]", where, describe_meta(*c.meta),
+    return fmt::format("{}: graph declares shape {} but data has shape [{}]", where, describe_meta(meta),
                        fmt::join(data.shape, ", "));
   }
   auto expected = byte_size(data.dtype, data.shape);
@@ -226,6 +222,14 @@ std::string constant_data_problem(const nb::NamedTensorRefT& c, const TensorData
                        dtype_name(data.dtype), fmt::join(data.shape, ", "), expected ? *expected : 0);
   }
   return {};
+}
+
+std::string constant_data_problem(const nb::NamedTensorRefT& c, const TensorData& data, const std::string& method,
+                                  const std::string& context) {
+  if (c.meta->quant) return {};
+  return tensor_data_problem(*c.meta, data,
+                             fmt::format("{}: method {}: constant {} (key {})", context, quote(method),
+                                         quote(c.name), quote(c.data_key)));
 }
 
 std::vector<std::string> quant_data_problems(const nb::TensorMetaT& meta, const std::string& tensor,

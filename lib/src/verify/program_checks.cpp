@@ -40,6 +40,11 @@ void check_packed_program(const nb::ProgramT& program, const ProgramKeys& keys, 
         }
       }
     }
+    if (use.roles.count(KeyRole::mutation_target) && !use.roles.count(KeyRole::constant) &&
+        !use.roles.count(KeyRole::mutable_buffer)) {
+      problems.push_back(fmt::format("{}: buffer mutation target {} (method {}) names no buffer", context,
+                                     quote(key), fmt::join(use.methods, ", ")));
+    }
     if (use.needs_data() && !data.count(key)) {
       problems.push_back(fmt::format("{}: key {} (method {}) has no data", context, quote(key),
                                      fmt::join(use.methods, ", ")));

@@ -25,6 +25,10 @@ namespace ptepack {
 // An unquantised constant's data must match its meta: dtype, static dims (a
 // dynamic dim must hold the data's dim), and byte length. Quantised constants
 // are packed: only presence is checked, elsewhere.
+// The data must match `meta` (dtype, rank, static dims, dynamic dims within
+// [min, max], byte length); `where` starts the message.
+[[nodiscard]] std::string tensor_data_problem(const nb::TensorMetaT& meta, const TensorData& data,
+                                              const std::string& where);
 [[nodiscard]] std::string constant_data_problem(const nb::NamedTensorRefT& constant, const TensorData& data,
                                                 const std::string& method, const std::string& context);
 // AffineGroup scale / zero-point data must have the dtype the group declares.
