@@ -22,28 +22,37 @@ Action add_pack(CLI::App& app) {
     bool quiet = false;
   };
   auto args = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("pack", "Merge program graphs and their weights into one artifact");
-  cmd->add_option("inputs", args->options.inputs, "[METHOD=]PATH[@DATA[,DATA...]] (.json, .ptg, .ptn, directory)")
+  auto* cmd =
+      app.add_subcommand("pack", "Merge program graphs and their weights into one artifact");
+  cmd->add_option("inputs", args->options.inputs,
+                  "[METHOD=]PATH[@DATA[,DATA...]] (.json, .ptg, .ptn, directory)")
       ->required();
-  cmd->add_option("-o,--output", args->options.output, "NAME.ptn for a package, anything else for a directory")
+  cmd->add_option("-o,--output", args->options.output,
+                  "NAME.ptn for a package, anything else for a directory")
       ->required();
-  cmd->add_option("-j,--jobs", args->options.jobs, "Threads for hashing and writing (default: all cores)");
-  cmd->add_option("--max-shard-bytes", args->max_shard_bytes, "Cap per shard: bytes, K/M/G or KiB/MiB/GiB");
+  cmd->add_option("-j,--jobs", args->options.jobs,
+                  "Threads for hashing and writing (default: all cores)");
+  cmd->add_option("--max-shard-bytes", args->max_shard_bytes,
+                  "Cap per shard: bytes, K/M/G or KiB/MiB/GiB");
   cmd->add_option("--cap-mode", args->cap_mode, "What the cap bounds: file (whole file) or payload")
       ->check(CLI::IsMember({"file", "payload"}));
   cmd->add_option("--shard-format", args->shard_format, "Shard format: ptd or safetensors")
       ->check(CLI::IsMember({"ptd", "safetensors"}));
-  cmd->add_option("--shard-prefix", args->options.shard_prefix, "Shard file name prefix (default weights)");
-  cmd->add_option("--alignment", args->options.sharding.alignment, ".ptd segment alignment (power of two >= 16)");
+  cmd->add_option("--shard-prefix", args->options.shard_prefix,
+                  "Shard file name prefix (default weights)");
+  cmd->add_option("--alignment", args->options.sharding.alignment,
+                  ".ptd segment alignment (power of two >= 16)");
   cmd->add_flag("--dry-run", args->options.dry_run, "Print the plan and write nothing");
   cmd->add_flag("--json", args->json, "Print a machine-readable summary");
   cmd->add_flag("-q,--quiet", args->quiet, "No progress and no summary text");
   cmd->add_flag("--force", args->options.force, "Replace an existing non-ptepack directory");
   return [args] {
     auto& o = args->options;
-    if (!args->max_shard_bytes.empty()) o.sharding.max_shard_bytes = parse_size(args->max_shard_bytes);
+    if (!args->max_shard_bytes.empty())
+      o.sharding.max_shard_bytes = parse_size(args->max_shard_bytes);
     o.sharding.cap_mode = args->cap_mode == "payload" ? CapMode::payload : CapMode::file;
-    o.sharding.format = args->shard_format == "safetensors" ? ShardFormat::safetensors : ShardFormat::ptd;
+    o.sharding.format =
+        args->shard_format == "safetensors" ? ShardFormat::safetensors : ShardFormat::ptd;
     o.progress = !args->quiet;
     auto summary = pack(o);
     if (args->json) {

@@ -14,8 +14,11 @@ Action add_verify(CLI::App& app) {
     VerifyOptions options;
   };
   auto args = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("verify", "Re-read an artifact and check everything pack guarantees");
-  cmd->add_option("path", args->path, ".ptn, directory or manifest.json (other artifacts: reader checks)")->required();
+  auto* cmd =
+      app.add_subcommand("verify", "Re-read an artifact and check everything pack guarantees");
+  cmd->add_option("path", args->path,
+                  ".ptn, directory or manifest.json (other artifacts: reader checks)")
+      ->required();
   cmd->add_flag("--json", args->json, "Machine-readable report");
   cmd->add_option("-j,--jobs", args->options.jobs, "Hashing threads (default: all cores)");
   return [args] {
@@ -24,7 +27,8 @@ Action add_verify(CLI::App& app) {
       print(render_verify_json(report));
     } else {
       print(render_verify_text(report));
-      for (const auto& problem : report.problems) std::cerr << "ptepack: error: " << problem << '\n';
+      for (const auto& problem : report.problems)
+        std::cerr << "ptepack: error: " << problem << '\n';
     }
     return report.ok() ? 0 : static_cast<int>(ErrorCode::verify_failed);
   };

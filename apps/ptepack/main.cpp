@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     return report("out of memory", static_cast<int>(ptepack::ErrorCode::internal));
   } catch (const std::exception& e) {
-    return report(std::string("internal error: ") + e.what(), static_cast<int>(ptepack::ErrorCode::internal));
+    return report(std::string("internal error: ") + e.what(),
+                  static_cast<int>(ptepack::ErrorCode::internal));
   }
 }

@@ -35,7 +35,8 @@ nb::NamedTensorRefT& constant(MergeInput& in, const std::string& name) {
 nb::GraphT& subgraph(nb::GraphT& graph, const std::string& name) {
   for (auto& node : graph.nodes) {
     for (auto& input : node->inputs) {
-      if (input->arg->value.type == nb::ArgumentValue::GraphArg && input->arg->value.AsGraphArg()->name == name) {
+      if (input->arg->value.type == nb::ArgumentValue::GraphArg &&
+          input->arg->value.AsGraphArg()->name == name) {
         return *input->arg->value.AsGraphArg()->graph;
       }
     }
@@ -52,7 +53,8 @@ nb::NodeT& node(nb::GraphT& graph, const std::string& name) {
   throw std::logic_error("unreachable");
 }
 
-void require_error(std::vector<MergeInput> inputs, ErrorCode code, const std::vector<std::string>& mentions) {
+void require_error(std::vector<MergeInput> inputs, ErrorCode code,
+                   const std::vector<std::string>& mentions) {
   try {
     (void)merge_programs(std::move(inputs));
     FAIL("merge accepted the inputs");
@@ -121,7 +123,8 @@ TEST_CASE("merging the fixtures applies every naming rule") {
 TEST_CASE("merging an already merged program renames nothing") {
   auto merged = merge_programs(both());
   std::vector<MergeInput> again;
-  again.push_back(MergeInput{"packed", std::move(merged.program), merged.tensors, std::nullopt, true});
+  again.push_back(
+      MergeInput{"packed", std::move(merged.program), merged.tensors, std::nullopt, true});
   auto twice = merge_programs(std::move(again));
   CHECK(twice.renames.empty());
   CHECK(twice.tensors.size() == 11);
@@ -130,11 +133,13 @@ TEST_CASE("merging an already merged program renames nothing") {
 TEST_CASE("rejections name the method and keys") {
   SECTION("two keys with one final name") {
     auto inputs = both();
-    auto copy = std::make_unique<nb::NamedTensorRefT>(constant(inputs[0], "p_tok_embeddings_weight"));
+    auto copy =
+        std::make_unique<nb::NamedTensorRefT>(constant(inputs[0], "p_tok_embeddings_weight"));
     copy->name = "p_dup";
     copy->data_key = "prefill/tok_embeddings.weight";
     method(inputs[0]).constants.push_back(std::move(copy));
-    inputs[0].data.emplace("prefill/tok_embeddings.weight", inputs[0].data.at("tok_embeddings.weight"));
+    inputs[0].data.emplace("prefill/tok_embeddings.weight",
+                           inputs[0].data.at("tok_embeddings.weight"));
     require_error(std::move(inputs), ErrorCode::conflict,
                   {"'prefill'", "'tok_embeddings.weight'", "'prefill/tok_embeddings.weight'"});
   }
@@ -150,7 +155,8 @@ TEST_CASE("rejections name the method and keys") {
     for (auto& tv : method(inputs[1]).graph->tensor_values) {
       if (tv->name == "b_kv_cache") tv->meta->sizes[1]->min = tv->meta->sizes[1]->max = 64;
     }
-    require_error(std::move(inputs), ErrorCode::conflict, {"'state/kv_cache'", "'prefill'", "'decode'"});
+    require_error(std::move(inputs), ErrorCode::conflict,
+                  {"'state/kv_cache'", "'prefill'", "'decode'"});
   }
   SECTION("mutable buffer with different dtype") {
     auto inputs = both();
@@ -160,23 +166,28 @@ TEST_CASE("rejections name the method and keys") {
   SECTION("referenced key without data") {
     auto inputs = both();
     inputs[1].data.erase("layers.0.attention.wq.scales");
-    require_error(std::move(inputs), ErrorCode::invalid_input, {"'decode'", "'layers.0.attention.wq.scales'", "no data"});
+    require_error(std::move(inputs), ErrorCode::invalid_input,
+                  {"'decode'", "'layers.0.attention.wq.scales'", "no data"});
   }
   SECTION("constant dtype disagrees with data") {
     auto inputs = both();
     constant(inputs[0], "c_lifted_tensor_constant0").meta->dtype = nb::ScalarType::DOUBLE;
-    require_error(std::move(inputs), ErrorCode::invalid_input, {"'prefill'", "'_lifted_tensor_constant0'", "DOUBLE", "FLOAT"});
+    require_error(std::move(inputs), ErrorCode::invalid_input,
+                  {"'prefill'", "'_lifted_tensor_constant0'", "DOUBLE", "FLOAT"});
   }
   SECTION("constant static shape disagrees with data") {
     auto inputs = both();
     constant(inputs[1], "p_tok_embeddings_weight").meta->sizes[0]->min = 31;
     constant(inputs[1], "p_tok_embeddings_weight").meta->sizes[0]->max = 31;
-    require_error(std::move(inputs), ErrorCode::invalid_input, {"'decode'", "'tok_embeddings.weight'", "shape"});
+    require_error(std::move(inputs), ErrorCode::invalid_input,
+                  {"'decode'", "'tok_embeddings.weight'", "shape"});
   }
   SECTION("scale data with another dtype than declared") {
     auto inputs = both();
-    constant(inputs[0], "p_wq_weight").meta->quant->scheme.AsAffineGroup()->scale_dtype = nb::ScalarType::HALF;
-    require_error(std::move(inputs), ErrorCode::invalid_input, {"'layers.0.attention.wq.scales'", "HALF"});
+    constant(inputs[0], "p_wq_weight").meta->quant->scheme.AsAffineGroup()->scale_dtype =
+        nb::ScalarType::HALF;
+    require_error(std::move(inputs), ErrorCode::invalid_input,
+                  {"'layers.0.attention.wq.scales'", "HALF"});
   }
   SECTION("state data from two inputs with the same path but different data") {
     auto inputs = both();
@@ -191,12 +202,15 @@ TEST_CASE("rejections name the method and keys") {
     for (auto& spec : method(inputs[1]).output_specs) {
       if (spec->target == "pos") spec->target = "bogus";
     }
-    require_error(std::move(inputs), ErrorCode::invalid_input, {"'decode'", "'state/bogus'", "names no buffer"});
+    require_error(std::move(inputs), ErrorCode::invalid_input,
+                  {"'decode'", "'state/bogus'", "names no buffer"});
   }
   SECTION("mutable buffer data disagreeing with its declaration") {
     auto inputs = both();
-    inputs[0].data.emplace("kv_cache", inputs[0].data.at("pos"));  // LONG [1], declared FLOAT [1, 128, 16]
-    require_error(std::move(inputs), ErrorCode::invalid_input, {"'prefill'", "'b_kv_cache'", "'kv_cache'", "FLOAT"});
+    inputs[0].data.emplace("kv_cache",
+                           inputs[0].data.at("pos"));  // LONG [1], declared FLOAT [1, 128, 16]
+    require_error(std::move(inputs), ErrorCode::invalid_input,
+                  {"'prefill'", "'b_kv_cache'", "'kv_cache'", "FLOAT"});
   }
   SECTION("duplicate method") {
     std::vector<MergeInput> inputs;
@@ -212,9 +226,11 @@ TEST_CASE("rejections name the method and keys") {
     }
   }
   SECTION("METHOD= on a multi-method input") {
-    auto a = load_artifact(test::data_path("two_methods.json"), {test::data_path("prefill.safetensors")});
+    auto a = load_artifact(test::data_path("two_methods.json"),
+                           {test::data_path("prefill.safetensors")});
     std::vector<MergeInput> inputs;
-    inputs.push_back(MergeInput{a.name, std::move(a.program), std::move(a.data), std::string("x"), true});
+    inputs.push_back(
+        MergeInput{a.name, std::move(a.program), std::move(a.data), std::string("x"), true});
     require_error(std::move(inputs), ErrorCode::usage, {"2 methods"});
   }
 }
@@ -235,9 +251,13 @@ TEST_CASE("structural problems are reported, including inside subgraphs") {
     mutate(method(inputs[0]));
     require_error(std::move(inputs), ErrorCode::invalid_input, {"'prefill'", mention});
   };
-  check_structure([](nb::MethodT& m) { node(*m.graph, "gt").inputs[0]->arg->value.AsTensorArg()->name = "nope"; },
-                  "unresolved name 'nope'");
-  check_structure([](nb::MethodT& m) { node(*m.graph, "gt").outputs[0]->name = "embedding"; }, "duplicate SSA name 'embedding'");
+  check_structure(
+      [](nb::MethodT& m) {
+        node(*m.graph, "gt").inputs[0]->arg->value.AsTensorArg()->name = "nope";
+      },
+      "unresolved name 'nope'");
+  check_structure([](nb::MethodT& m) { node(*m.graph, "gt").outputs[0]->name = "embedding"; },
+                  "duplicate SSA name 'embedding'");
   check_structure(
       [](nb::MethodT& m) {
         auto ghost = std::make_unique<nb::NodeT>();
@@ -246,17 +266,35 @@ TEST_CASE("structural problems are reported, including inside subgraphs") {
         m.graph->nodes.insert(m.graph->nodes.begin(), std::move(ghost));
       },
       "placeholder 'ghost'");
-  check_structure([](nb::MethodT& m) { std::swap(m.graph->nodes[7], m.graph->nodes[8]); }, "forward reference");
-  check_structure([](nb::MethodT& m) { node(*m.graph, "view").inputs[1]->arg->value.AsIntListArg()->refs.pop_back(); },
-                  "IntListArg has 2 refs for 3 values");
+  check_structure([](nb::MethodT& m) { std::swap(m.graph->nodes[7], m.graph->nodes[8]); },
+                  "forward reference");
   check_structure(
-      [](nb::MethodT& m) { node(*m.graph, "index_put").inputs[1]->arg->value.AsOptionalTensorListArg()->has_value.push_back(true); },
+      [](nb::MethodT& m) {
+        node(*m.graph, "view").inputs[1]->arg->value.AsIntListArg()->refs.pop_back();
+      },
+      "IntListArg has 2 refs for 3 values");
+  check_structure(
+      [](nb::MethodT& m) {
+        node(*m.graph, "index_put")
+            .inputs[1]
+            ->arg->value.AsOptionalTensorListArg()
+            ->has_value.push_back(true);
+      },
       "OptionalTensorListArg");
   check_structure(
-      [](nb::MethodT& m) { node(subgraph(*m.graph, "false_graph_0"), "linear").inputs[0]->arg->value.AsTensorArg()->name = "zz"; },
+      [](nb::MethodT& m) {
+        node(subgraph(*m.graph, "false_graph_0"), "linear")
+            .inputs[0]
+            ->arg->value.AsTensorArg()
+            ->name = "zz";
+      },
       "subgraph 'false_graph_0'");
-  check_structure([](nb::MethodT& m) { std::swap(subgraph(*m.graph, "true_graph_0").nodes[2], subgraph(*m.graph, "true_graph_0").nodes[3]); },
-                  "forward reference");
+  check_structure(
+      [](nb::MethodT& m) {
+        std::swap(subgraph(*m.graph, "true_graph_0").nodes[2],
+                  subgraph(*m.graph, "true_graph_0").nodes[3]);
+      },
+      "forward reference");
 }
 
 TEST_CASE("unreferenced input data is dropped and counted") {

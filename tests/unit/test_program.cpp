@@ -19,8 +19,9 @@ TEST_CASE("the reference-encoded .ptg decodes to the same program as its JSON fo
   // Re-encoding is deterministic and round-trips.
   auto bytes = write_program_binary(*binary);
   CHECK(bytes == write_program_binary(*json));
-  auto again = read_program_binary(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
-                                   "again");
+  auto again = read_program_binary(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
+      "again");
   CHECK(*again == *binary);
   CHECK(write_program_binary(*again) == bytes);
 }
@@ -71,10 +72,13 @@ TEST_CASE("hostile program bytes are rejected with invalid_input") {
     program->methods[0]->constants[0]->meta->dtype = static_cast<nb::ScalarType>(42);
     auto encoded = write_program_binary(*program);
     std::vector<uint8_t> raw(encoded.begin(), encoded.end());
-    CHECK_THROWS_WITH(read_program_binary(raw, "enum.ptg"), Catch::Contains("unknown dtype value 42"));
+    CHECK_THROWS_WITH(read_program_binary(raw, "enum.ptg"),
+                      Catch::Contains("unknown dtype value 42"));
   }
   SECTION("invalid JSON names the problem") {
-    CHECK_THROWS_WITH(read_program_json("{\"methods\": [{\"name\": 3}", "bad.json"), Catch::Contains("bad.json"));
-    CHECK_THROWS_WITH(read_program_json("{\"nope\": 1}", "x.json"), Catch::Contains("invalid JSON program"));
+    CHECK_THROWS_WITH(read_program_json("{\"methods\": [{\"name\": 3}", "bad.json"),
+                      Catch::Contains("bad.json"));
+    CHECK_THROWS_WITH(read_program_json("{\"nope\": 1}", "x.json"),
+                      Catch::Contains("invalid JSON program"));
   }
 }

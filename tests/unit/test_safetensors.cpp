@@ -497,10 +497,10 @@ TEST_CASE("safetensors: parse_json_strict", "[safetensors]") {
                 ErrorCode::invalid_input, "t.json: JSON nested deeper than 64 levels");
   std::string objects;
   for (int i = 0; i < 10000; ++i) objects += R"({"a":)";
-  require_error([&] { (void)parse_json_strict(objects, "t.json"); },
-                ErrorCode::invalid_input, "nested deeper than 64 levels");
-  require_error([] { (void)parse_json_strict("[\"\xc3\"]", "t.json"); },
-                ErrorCode::invalid_input, "t.json: invalid JSON at offset 3: syntax error");
+  require_error([&] { (void)parse_json_strict(objects, "t.json"); }, ErrorCode::invalid_input,
+                "nested deeper than 64 levels");
+  require_error([] { (void)parse_json_strict("[\"\xc3\"]", "t.json"); }, ErrorCode::invalid_input,
+                "t.json: invalid JSON at offset 3: syntax error");
   require_error([] { (void)parse_json_strict("", "t.json"); }, ErrorCode::invalid_input,
                 "t.json: invalid JSON at offset 0: syntax error while parsing value - unexpected "
                 "end of input; expected '[', '{', or a literal");

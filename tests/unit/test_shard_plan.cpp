@@ -9,7 +9,8 @@ using namespace ptepack;
 
 namespace {
 
-StoredTensor tensor(const std::string& key, uint64_t nbytes, uint8_t fill, bool is_mutable = false) {
+StoredTensor tensor(const std::string& key, uint64_t nbytes, uint8_t fill,
+                    bool is_mutable = false) {
   StoredTensor t;
   t.key = key;
   t.data.dtype = DType::BYTE;
@@ -36,13 +37,15 @@ std::vector<std::vector<std::string>> owners(const std::vector<StoredTensor>& te
 TEST_CASE("first-fit fills earlier shards where next-fit would not") {
   // Keys in order a(60) b(50) c(30) d(45), cap 100 payload.
   // first-fit: [a c] [b d]   next-fit would give: [a] [b c] [d]
-  std::vector<StoredTensor> tensors{tensor("a", 60, 1), tensor("b", 50, 2), tensor("c", 30, 3), tensor("d", 45, 4)};
+  std::vector<StoredTensor> tensors{tensor("a", 60, 1), tensor("b", 50, 2), tensor("c", 30, 3),
+                                    tensor("d", 45, 4)};
   auto groups = group_tensors(tensors, DedupRule::bytes);
   ShardingOptions options;
   options.max_shard_bytes = 100;
   options.cap_mode = CapMode::payload;
   auto plan = plan_shards(tensors, groups, options);
-  CHECK(owners(tensors, groups, plan) == std::vector<std::vector<std::string>>{{"a", "c"}, {"b", "d"}});
+  CHECK(owners(tensors, groups, plan) ==
+        std::vector<std::vector<std::string>>{{"a", "c"}, {"b", "d"}});
   CHECK(plan[0].payload_bytes == 90);
   CHECK(plan[1].payload_bytes == 95);
 }
@@ -66,13 +69,15 @@ TEST_CASE("a group that cannot fit an empty shard is an error naming key and siz
     FAIL("accepted");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::conflict);
-    CHECK_THAT(e.what(), Catch::Contains("'big.weight'") && Catch::Contains("4096") && Catch::Contains("needs"));
+    CHECK_THAT(e.what(), Catch::Contains("'big.weight'") && Catch::Contains("4096") &&
+                             Catch::Contains("needs"));
   }
 }
 
 TEST_CASE("file mode counts headers and alignment; bounds never undercount") {
   std::vector<StoredTensor> tensors;
-  for (int i = 0; i < 20; ++i) tensors.push_back(tensor("layer." + std::to_string(i) + ".w", 1000, static_cast<uint8_t>(i)));
+  for (int i = 0; i < 20; ++i)
+    tensors.push_back(tensor("layer." + std::to_string(i) + ".w", 1000, static_cast<uint8_t>(i)));
   auto groups = group_tensors(tensors, DedupRule::bytes);
   for (uint64_t alignment : {uint64_t{128}, uint64_t{4096}}) {
     ShardingOptions options;

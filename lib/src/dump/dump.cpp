@@ -35,7 +35,10 @@ std::string meta_text(const nb::TensorMetaT& meta) {
   std::string dims;
   for (const auto& d : meta.sizes) {
     if (!dims.empty()) dims += ", ";
-    dims += d->min == d->max ? std::to_string(d->min) : fmt::format("{}..{}", d->min, d->max < 0 ? std::string("inf") : std::to_string(d->max));
+    dims += d->min == d->max
+                ? std::to_string(d->min)
+                : fmt::format("{}..{}", d->min,
+                              d->max < 0 ? std::string("inf") : std::to_string(d->max));
   }
   return fmt::format("{} [{}]", dtype_name(static_cast<DType>(meta.dtype)), dims);
 }
@@ -70,13 +73,18 @@ ordered method_json(const nb::MethodT& m, bool graph) {
   j["outputs"] = outputs;
   ordered specs = ordered::array();
   for (const auto& s : m.output_specs) {
-    specs.push_back({{"name", s->name}, {"kind", nb::EnumNameOutputKind(s->kind)}, {"target", s->target}});
+    specs.push_back(
+        {{"name", s->name}, {"kind", nb::EnumNameOutputKind(s->kind)}, {"target", s->target}});
   }
   j["output_specs"] = specs;
   ordered constants = ordered::array();
   for (const auto& c : m.constants) {
-    constants.push_back({{"name", c->name}, {"key", c->data_key}, {"kind", nb::EnumNameInputKind(c->kind)},
-                         {"mutated", c->mutated}, {"meta", meta_text(*c->meta)}, {"quantized", c->meta->quant != nullptr}});
+    constants.push_back({{"name", c->name},
+                         {"key", c->data_key},
+                         {"kind", nb::EnumNameInputKind(c->kind)},
+                         {"mutated", c->mutated},
+                         {"meta", meta_text(*c->meta)},
+                         {"quantized", c->meta->quant != nullptr}});
   }
   j["constants"] = constants;
   ordered buffers = ordered::array();
@@ -100,8 +108,15 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
   std::vector<KeyRow> rows;
   std::vector<ByteRange> ranges;
   for (const auto& [key, data] : artifact.data) {
-    KeyRow row{key, &data, {}, {}, {}, keys.mutated.count(key) > 0, !artifact.program || keys.keys.count(key) > 0};
-    if (auto it = artifact.aliases.find(key); it != artifact.aliases.end()) row.alias_of = it->second;
+    KeyRow row{key,
+               &data,
+               {},
+               {},
+               {},
+               keys.mutated.count(key) > 0,
+               !artifact.program || keys.keys.count(key) > 0};
+    if (auto it = artifact.aliases.find(key); it != artifact.aliases.end())
+      row.alias_of = it->second;
     if (artifact.manifest) {
       if (auto t = artifact.manifest->tensors.find(key); t != artifact.manifest->tensors.end()) {
         row.sha256 = t->second.sha256;
@@ -139,7 +154,9 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
       }
     }
   }
-  uint64_t saved = referenced_bytes + unreferenced_bytes > stored_bytes ? referenced_bytes + unreferenced_bytes - stored_bytes : 0;
+  uint64_t saved = referenced_bytes + unreferenced_bytes > stored_bytes
+                       ? referenced_bytes + unreferenced_bytes - stored_bytes
+                       : 0;
 
   if (options.json) {
     ordered j;
@@ -147,15 +164,20 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
     j["kind"] = artifact_kind_name(artifact.kind);
     if (artifact.program) {
       ordered methods = ordered::array();
-      for (const auto& m : artifact.program->methods) methods.push_back(method_json(*m, options.graph));
+      for (const auto& m : artifact.program->methods)
+        methods.push_back(method_json(*m, options.graph));
       j["program"] = {{"version", artifact.program->version}, {"methods", methods}};
     } else {
       j["program"] = nullptr;
     }
     ordered tensors = ordered::object();
     for (const auto& r : rows) {
-      ordered t{{"dtype", dtype_name(r.data->dtype)}, {"shape", r.data->shape}, {"nbytes", r.data->bytes.size},
-                {"sha256", r.sha256}, {"mutable", r.is_mutable}, {"referenced", r.referenced}};
+      ordered t{{"dtype", dtype_name(r.data->dtype)},
+                {"shape", r.data->shape},
+                {"nbytes", r.data->bytes.size},
+                {"sha256", r.sha256},
+                {"mutable", r.is_mutable},
+                {"referenced", r.referenced}};
       if (!r.shard.empty()) t["shard"] = r.shard;
       if (!r.alias_of.empty()) t["alias_of"] = r.alias_of;
       tensors[r.key] = t;
@@ -166,10 +188,15 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
     if (artifact.manifest) {
       const auto& m = *artifact.manifest;
       for (const auto& s : m.shards) {
-        ordered sj{{"file", s.file}, {"size", s.size}, {"payload_bytes", s.payload_bytes}, {"keys", s.keys.size()}};
-        sj["fill"] = m.max_shard_bytes ? ordered(static_cast<double>(m.cap_mode == "file" ? s.size : s.payload_bytes) /
-                                                 static_cast<double>(*m.max_shard_bytes))
-                                       : ordered(nullptr);
+        ordered sj{{"file", s.file},
+                   {"size", s.size},
+                   {"payload_bytes", s.payload_bytes},
+                   {"keys", s.keys.size()}};
+        sj["fill"] =
+            m.max_shard_bytes
+                ? ordered(static_cast<double>(m.cap_mode == "file" ? s.size : s.payload_bytes) /
+                          static_cast<double>(*m.max_shard_bytes))
+                : ordered(nullptr);
         shards.push_back(sj);
       }
       j["shard_format"] = m.shard_format;
@@ -194,8 +221,9 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
     line(fmt::format("\nmethods: {}", artifact.program->methods.size()));
     for (const auto& m : artifact.program->methods) {
       auto counts = count_nodes(*m->graph);
-      line(fmt::format("  {}  ({} nodes, {} subgraphs, {} constants, {} mutable buffers)", m->name, counts.nodes,
-                       counts.subgraphs, m->constants.size(), m->mutable_buffers.size()));
+      line(fmt::format("  {}  ({} nodes, {} subgraphs, {} constants, {} mutable buffers)", m->name,
+                       counts.nodes, counts.subgraphs, m->constants.size(),
+                       m->mutable_buffers.size()));
       for (const auto& name : m->graph->inputs) {
         const auto* meta = find_meta(*m->graph, name);
         line(fmt::format("    input   {} {}", name, meta ? meta_text(*meta) : ""));
@@ -204,15 +232,19 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
         const auto* meta = find_meta(*m->graph, name);
         std::string kind;
         for (const auto& s : m->output_specs) {
-          if (s->name == name) kind = s->target.empty() ? nb::EnumNameOutputKind(s->kind)
-                                                        : fmt::format("{} -> {}", nb::EnumNameOutputKind(s->kind), s->target);
+          if (s->name == name)
+            kind = s->target.empty()
+                       ? nb::EnumNameOutputKind(s->kind)
+                       : fmt::format("{} -> {}", nb::EnumNameOutputKind(s->kind), s->target);
         }
         line(fmt::format("    output  {} {} {}", name, meta ? meta_text(*meta) : "", kind));
       }
       for (const auto& c : m->constants) {
-        line(fmt::format("    binds   {} <- {}{}", c->name, c->data_key, c->mutated ? " (mutated)" : ""));
+        line(fmt::format("    binds   {} <- {}{}", c->name, c->data_key,
+                         c->mutated ? " (mutated)" : ""));
       }
-      for (const auto& b : m->mutable_buffers) line(fmt::format("    buffer  {} <- {}", b->name, b->fqn));
+      for (const auto& b : m->mutable_buffers)
+        line(fmt::format("    buffer  {} <- {}", b->name, b->fqn));
       if (options.graph) out += graph_text(*m->graph, 6);
     }
   }
@@ -220,7 +252,8 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
   for (const auto& r : rows) width = std::max(width, std::min<size_t>(r.key.size(), 48));
   line(fmt::format("\ntensors: {}", rows.size()));
   if (!rows.empty()) {
-    line(fmt::format("  {:<{}}  {:<8} {:<16} {:>12}  {:<12}  {}", "key", width, "dtype", "shape", "bytes", "sha256", "flags"));
+    line(fmt::format("  {:<{}}  {:<8} {:<16} {:>12}  {:<12}  {}", "key", width, "dtype", "shape",
+                     "bytes", "sha256", "flags"));
   }
   for (const auto& r : rows) {
     std::string flags;
@@ -228,27 +261,34 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
     if (!r.alias_of.empty()) flags += "alias-of:" + r.alias_of + " ";
     if (!r.referenced) flags += "unreferenced ";
     if (!r.shard.empty()) flags += "@" + r.shard;
-    line(fmt::format("  {:<{}}  {:<8} {:<16} {:>12}  {:<12}  {}", shorten(r.key, width), width, dtype_name(r.data->dtype),
-                     shorten(shape_text(r.data->shape), 16), r.data->bytes.size, r.sha256.substr(0, 12), flags));
+    line(fmt::format("  {:<{}}  {:<8} {:<16} {:>12}  {:<12}  {}", shorten(r.key, width), width,
+                     dtype_name(r.data->dtype), shorten(shape_text(r.data->shape), 16),
+                     r.data->bytes.size, r.sha256.substr(0, 12), flags));
   }
   if (artifact.program) {
     line(fmt::format("\nstate keys: {}", state.size()));
-    for (const auto& k : state) line(fmt::format("  {}{}", k, artifact.data.count(k) ? "" : "  (no data: zero-initialised)"));
+    for (const auto& k : state)
+      line(fmt::format("  {}{}", k, artifact.data.count(k) ? "" : "  (no data: zero-initialised)"));
   }
   if (artifact.manifest) {
     const auto& m = *artifact.manifest;
     line(fmt::format("\nshards: {} ({}, cap {})", m.shards.size(), m.shard_format,
-                     m.max_shard_bytes ? fmt::format("{} {} mode", *m.max_shard_bytes, m.cap_mode) : std::string("none")));
+                     m.max_shard_bytes ? fmt::format("{} {} mode", *m.max_shard_bytes, m.cap_mode)
+                                       : std::string("none")));
     for (const auto& s : m.shards) {
       uint64_t measured = m.cap_mode == "file" ? s.size : s.payload_bytes;
-      line(fmt::format("  {:<40} {:>12} bytes  payload {:>12}  fill {:>6}  {} keys", s.file, s.size, s.payload_bytes,
-                       m.max_shard_bytes ? percent(measured, *m.max_shard_bytes) : std::string("-"), s.keys.size()));
+      line(fmt::format("  {:<40} {:>12} bytes  payload {:>12}  fill {:>6}  {} keys", s.file, s.size,
+                       s.payload_bytes,
+                       m.max_shard_bytes ? percent(measured, *m.max_shard_bytes) : std::string("-"),
+                       s.keys.size()));
     }
   }
-  line(fmt::format("\nbytes: {} referenced, {} stored, {} saved by dedup ({} aliases)", human_bytes(referenced_bytes),
-                   human_bytes(stored_bytes), human_bytes(saved), artifact.aliases.size()));
+  line(fmt::format("\nbytes: {} referenced, {} stored, {} saved by dedup ({} aliases)",
+                   human_bytes(referenced_bytes), human_bytes(stored_bytes), human_bytes(saved),
+                   artifact.aliases.size()));
   if (unreferenced_keys > 0) {
-    line(fmt::format("unreferenced: {} keys, {} (pack drops them)", unreferenced_keys, human_bytes(unreferenced_bytes)));
+    line(fmt::format("unreferenced: {} keys, {} (pack drops them)", unreferenced_keys,
+                     human_bytes(unreferenced_bytes)));
   }
   return out;
 }

@@ -18,7 +18,8 @@ namespace fs = std::filesystem;
 namespace {
 
 bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string head_of(const fs::path& path) {
@@ -30,7 +31,8 @@ std::string head_of(const fs::path& path) {
 
 void merge_table(TensorTable& into, TensorTable&& from, const std::string& source) {
   for (auto& [key, tensor] : from) {
-    if (into.count(key)) fail_input("{}: key {} is also provided by another data file", source, quote(key));
+    if (into.count(key))
+      fail_input("{}: key {} is also provided by another data file", source, quote(key));
     into.emplace(key, std::move(tensor));
   }
 }
@@ -42,10 +44,14 @@ void load_package(Artifact& a) {
   const zip::Member* weights = nullptr;
   const zip::Member* aliases = nullptr;
   for (const auto& m : members) {
-    if (m.name == "program.ptg") program = &m;
-    else if (m.name == "program.safetensors") weights = &m;
-    else if (m.name == "aliases.json") aliases = &m;
-    else fail_input("{}: unexpected member {} in package", a.name, quote(m.name));
+    if (m.name == "program.ptg")
+      program = &m;
+    else if (m.name == "program.safetensors")
+      weights = &m;
+    else if (m.name == "aliases.json")
+      aliases = &m;
+    else
+      fail_input("{}: unexpected member {} in package", a.name, quote(m.name));
   }
   if (program == nullptr) fail_input("{}: package has no program.ptg member", a.name);
   if (program->size > Limits::max_program_bytes) {
@@ -61,25 +67,35 @@ void load_package(Artifact& a) {
     // package is never repacked or shown as if whole.
     std::vector<uint8_t> buffer;
     if (!zip::crc_matches(*file, *weights, buffer)) {
-      fail_input("{}:program.safetensors: CRC-32 does not match the stored bytes (corrupt package)", a.name);
+      fail_input("{}:program.safetensors: CRC-32 does not match the stored bytes (corrupt package)",
+                 a.name);
     }
     a.data = safetensors::read(file, weights->data_offset, weights->size,
-                               a.name + ":program.safetensors").tensors;
+                               a.name + ":program.safetensors")
+                 .tensors;
   }
   if (aliases == nullptr) return;
   auto context = a.name + ":aliases.json";
-  if (aliases->size > Limits::max_header_bytes) fail_input("{}: {} bytes exceeds the limit", context, aliases->size);
+  if (aliases->size > Limits::max_header_bytes)
+    fail_input("{}: {} bytes exceeds the limit", context, aliases->size);
   auto raw = file->read_range(aliases->data_offset, aliases->size);
-  if (zip::crc32_update(0, raw) != aliases->crc32) fail_input("{}: CRC-32 does not match the stored bytes", context);
-  auto json = parse_json_strict(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()), context);
+  if (zip::crc32_update(0, raw) != aliases->crc32)
+    fail_input("{}: CRC-32 does not match the stored bytes", context);
+  auto json = parse_json_strict(
+      std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()), context);
   if (!json.is_object()) fail_input("{}: expected a JSON object of alias -> owner", context);
   for (const auto& [alias, owner_json] : json.items()) {
-    if (!owner_json.is_string()) fail_input("{}: owner of {} is not a string", context, quote(alias));
+    if (!owner_json.is_string())
+      fail_input("{}: owner of {} is not a string", context, quote(alias));
     auto owner = owner_json.get<std::string>();
-    if (a.data.count(alias)) fail_input("{}: alias {} is also stored in program.safetensors", context, quote(alias));
-    if (json.contains(owner)) fail_input("{}: owner {} of {} is itself an alias", context, quote(owner), quote(alias));
+    if (a.data.count(alias))
+      fail_input("{}: alias {} is also stored in program.safetensors", context, quote(alias));
+    if (json.contains(owner))
+      fail_input("{}: owner {} of {} is itself an alias", context, quote(owner), quote(alias));
     auto it = a.data.find(owner);
-    if (it == a.data.end()) fail_input("{}: owner {} of {} is not in program.safetensors", context, quote(owner), quote(alias));
+    if (it == a.data.end())
+      fail_input("{}: owner {} of {} is not in program.safetensors", context, quote(owner),
+                 quote(alias));
     a.aliases.emplace(alias, owner);
   }
   for (const auto& [alias, owner] : a.aliases) a.data.emplace(alias, a.data.at(owner));
@@ -90,25 +106,29 @@ void load_directory(Artifact& a) {
   a.root = paths.dir;
   auto manifest_file = InputFile::open(paths.manifest);
   if (manifest_file->size() > Limits::max_header_bytes) {
-    fail_input("{}: manifest of {} bytes exceeds the limit", manifest_file->name(), manifest_file->size());
+    fail_input("{}: manifest of {} bytes exceeds the limit", manifest_file->name(),
+               manifest_file->size());
   }
   auto raw = manifest_file->read_range(0, manifest_file->size());
-  a.manifest = parse_manifest(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()),
-                              manifest_file->name());
+  a.manifest =
+      parse_manifest(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()),
+                     manifest_file->name());
   const auto& m = *a.manifest;
   auto program_file = open_inside(paths.dir, m.program.file, manifest_file->name());
   if (program_file->size() > Limits::max_program_bytes) {
-    fail_input("{}: program of {} bytes exceeds the limit", program_file->name(), program_file->size());
+    fail_input("{}: program of {} bytes exceeds the limit", program_file->name(),
+               program_file->size());
   }
   auto program_bytes = program_file->read_range(0, program_file->size());
   if (program_bytes.size() != m.program.size || to_hex(sha256(program_bytes)) != m.program.sha256) {
-    fail_input("{}: size or SHA-256 differs from the manifest (corrupt input)", program_file->name());
+    fail_input("{}: size or SHA-256 differs from the manifest (corrupt input)",
+               program_file->name());
   }
   a.program = read_program_binary(program_bytes, program_file->name());
   for (const auto& shard : m.shards) {
     auto file = open_inside(paths.dir, shard.file, manifest_file->name());
-    TensorTable table = m.shard_format == "ptd" ? ptd::read_file(file).tensors
-                                                 : safetensors::read(file).tensors;
+    TensorTable table =
+        m.shard_format == "ptd" ? ptd::read_file(file).tensors : safetensors::read(file).tensors;
     merge_table(a.data, std::move(table), file->name());
   }
   for (const auto& [key, t] : m.tensors) {
@@ -132,12 +152,18 @@ void load_directory(Artifact& a) {
 
 std::string_view artifact_kind_name(ArtifactKind kind) {
   switch (kind) {
-    case ArtifactKind::package: return "ptn package";
-    case ArtifactKind::directory: return "packed directory";
-    case ArtifactKind::program: return "program graph";
-    case ArtifactKind::ptd: return "ptd data file";
-    case ArtifactKind::safetensors: return "safetensors file";
-    case ArtifactKind::safetensors_index: return "safetensors index";
+    case ArtifactKind::package:
+      return "ptn package";
+    case ArtifactKind::directory:
+      return "packed directory";
+    case ArtifactKind::program:
+      return "program graph";
+    case ArtifactKind::ptd:
+      return "ptd data file";
+    case ArtifactKind::safetensors:
+      return "safetensors file";
+    case ArtifactKind::safetensors_index:
+      return "safetensors index";
   }
   return "artifact";
 }
@@ -149,11 +175,14 @@ DirectoryPaths directory_paths(const fs::path& path) {
 }
 
 InputFilePtr open_inside(const fs::path& dir, const std::string& name, const std::string& context) {
-  if (!is_plain_file_name(name)) fail_input("{}: {} is not a plain file name", context, quote(name));
+  if (!is_plain_file_name(name))
+    fail_input("{}: {} is not a plain file name", context, quote(name));
   auto path = dir / name;
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) fail(ErrorCode::io, "{}: cannot open {}: missing", context, path.string());
-  if (S_ISLNK(st.st_mode)) fail_input("{}: {} is a symbolic link (refused)", context, path.string());
+  if (::lstat(path.c_str(), &st) != 0)
+    fail(ErrorCode::io, "{}: cannot open {}: missing", context, path.string());
+  if (S_ISLNK(st.st_mode))
+    fail_input("{}: {} is a symbolic link (refused)", context, path.string());
   if (!S_ISREG(st.st_mode)) fail_input("{}: {} is not a regular file", context, path.string());
   return InputFile::open(path);
 }
@@ -162,9 +191,11 @@ TensorTable load_data_file(const fs::path& path) {
   auto name = path.filename().string();
   if (ends_with(name, ".safetensors.index.json")) return safetensors::read_index(path);
   auto head = head_of(path);
-  if (head.size() >= 8 && head.compare(4, 4, "FT01") == 0) return ptd::read_file(InputFile::open(path)).tensors;
+  if (head.size() >= 8 && head.compare(4, 4, "FT01") == 0)
+    return ptd::read_file(InputFile::open(path)).tensors;
   if (ends_with(name, ".safetensors")) return safetensors::read(InputFile::open(path)).tensors;
-  fail(ErrorCode::usage, "{}: unknown data file type (expected .safetensors, .safetensors.index.json or .ptd)",
+  fail(ErrorCode::usage,
+       "{}: unknown data file type (expected .safetensors, .safetensors.index.json or .ptd)",
        path.string());
 }
 
@@ -179,7 +210,8 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
   auto filename = path.filename().string();
   auto no_data = [&] {
     if (!data_paths.empty()) {
-      fail(ErrorCode::usage, "{}: @DATA applies to program graphs; this input carries its own data", a.name);
+      fail(ErrorCode::usage, "{}: @DATA applies to program graphs; this input carries its own data",
+           a.name);
     }
   };
   if (fs::is_directory(status) || filename == "manifest.json") {

@@ -17,9 +17,8 @@ std::string shown_key(std::string_view key) {
   return fmt::format("{}... ({} bytes)", ptepack::quoted(key.substr(0, kShown)), key.size());
 }
 
-
 [[noreturn]] void fail_json_syntax(const std::string& context, uint64_t base, size_t position,
-                              const std::string& what) {
+                                   const std::string& what) {
   // nlohmann's text is "[json.exception.parse_error.N] parse error at line L, column C: <reason>;
   // last read: '<token>'; expected <x>". Keep the reason and the expectation, drop the echoed
   // token: it may be megabytes long or hold the very bytes that are not UTF-8.
@@ -39,7 +38,6 @@ std::string shown_key(std::string_view key) {
   uint64_t at = base + (position > 0 ? position - 1 : 0);
   fail_input("{}: invalid JSON at offset {}: {}", context, at, reason);
 }
-
 
 namespace {
 

@@ -34,22 +34,24 @@ class Reader {
 
   uint64_t number(const nlohmann::json& obj, const char* name, std::string_view where) {
     const auto& v = field(obj, name, where);
-    if (!v.is_number_unsigned()) bad(fmt::format("{}.{}", where, name), "expected an unsigned integer");
+    if (!v.is_number_unsigned())
+      bad(fmt::format("{}.{}", where, name), "expected an unsigned integer");
     return v.get<uint64_t>();
   }
 
   std::string file_name(const nlohmann::json& obj, const char* name, std::string_view where) {
     auto value = string(obj, name, where);
     if (!is_plain_file_name(value)) {
-      bad(fmt::format("{}.{}", where, name), fmt::format("{} is not a plain file name", quote(value)));
+      bad(fmt::format("{}.{}", where, name),
+          fmt::format("{} is not a plain file name", quote(value)));
     }
     return value;
   }
 
   std::string digest(const nlohmann::json& obj, const char* name, std::string_view where) {
     auto value = string(obj, name, where);
-    bool hex = value.size() == 64 &&
-               value.find_first_not_of("0123456789abcdef") == std::string::npos;
+    bool hex =
+        value.size() == 64 && value.find_first_not_of("0123456789abcdef") == std::string::npos;
     if (!hex) bad(fmt::format("{}.{}", where, name), "expected 64 lowercase hex digits");
     return value;
   }
@@ -70,20 +72,25 @@ std::string manifest_to_json(const Manifest& m) {
   ordered j;
   j["format"] = kManifestFormat;
   j["version"] = kManifestVersion;
-  j["program"] = ordered{{"file", m.program.file}, {"sha256", m.program.sha256}, {"size", m.program.size}};
+  j["program"] =
+      ordered{{"file", m.program.file}, {"sha256", m.program.sha256}, {"size", m.program.size}};
   j["shard_format"] = m.shard_format;
   j["max_shard_bytes"] = m.max_shard_bytes ? ordered(*m.max_shard_bytes) : ordered(nullptr);
   j["cap_mode"] = m.cap_mode;
   ordered shards = ordered::array();
   for (const auto& s : m.shards) {
-    shards.push_back(ordered{{"file", s.file}, {"sha256", s.sha256}, {"size", s.size},
-                             {"payload_bytes", s.payload_bytes}, {"keys", s.keys}});
+    shards.push_back(ordered{{"file", s.file},
+                             {"sha256", s.sha256},
+                             {"size", s.size},
+                             {"payload_bytes", s.payload_bytes},
+                             {"keys", s.keys}});
   }
   j["shards"] = std::move(shards);
   ordered tensors = ordered::object();
   for (const auto& [key, t] : m.tensors) {
-    ordered entry{{"shard", t.shard}, {"sha256", t.sha256}, {"nbytes", t.nbytes},
-                  {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"mutable", t.is_mutable}};
+    ordered entry{{"shard", t.shard},   {"sha256", t.sha256},
+                  {"nbytes", t.nbytes}, {"dtype", dtype_name(t.dtype)},
+                  {"shape", t.shape},   {"mutable", t.is_mutable}};
     if (t.alias_of) entry["alias_of"] = *t.alias_of;
     tensors[key] = std::move(entry);
   }
@@ -100,18 +107,22 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
   nlohmann::json j = parse_json_strict(text, context);
   Reader r(context);
   Manifest m;
-  if (r.string(j, "format", "") != kManifestFormat) r.bad("format", "expected \"ptepack.manifest\"");
-  if (r.number(j, "version", "") != kManifestVersion) r.bad("version", "unsupported version (expected 1)");
+  if (r.string(j, "format", "") != kManifestFormat)
+    r.bad("format", "expected \"ptepack.manifest\"");
+  if (r.number(j, "version", "") != kManifestVersion)
+    r.bad("version", "unsupported version (expected 1)");
   const auto& program = r.field(j, "program", "");
   m.program.file = r.file_name(program, "file", "program");
   m.program.sha256 = r.digest(program, "sha256", "program");
   m.program.size = r.number(program, "size", "program");
   m.shard_format = r.string(j, "shard_format", "");
-  if (m.shard_format != "ptd" && m.shard_format != "safetensors") r.bad("shard_format", "expected \"ptd\" or \"safetensors\"");
+  if (m.shard_format != "ptd" && m.shard_format != "safetensors")
+    r.bad("shard_format", "expected \"ptd\" or \"safetensors\"");
   const auto& cap = r.field(j, "max_shard_bytes", "");
   if (!cap.is_null()) m.max_shard_bytes = r.number(j, "max_shard_bytes", "");
   m.cap_mode = r.string(j, "cap_mode", "");
-  if (m.cap_mode != "file" && m.cap_mode != "payload") r.bad("cap_mode", "expected \"file\" or \"payload\"");
+  if (m.cap_mode != "file" && m.cap_mode != "payload")
+    r.bad("cap_mode", "expected \"file\" or \"payload\"");
   const auto& shards = r.field(j, "shards", "");
   if (!shards.is_array()) r.bad("shards", "expected an array");
   for (size_t i = 0; i < shards.size(); ++i) {
@@ -142,7 +153,8 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
     if (!dtype) r.bad(where + ".dtype", "unknown ScalarType name");
     mt.dtype = *dtype;
     const auto& shape = r.field(t, "shape", where);
-    if (!shape.is_array() || shape.size() > Limits::max_rank) r.bad(where + ".shape", "expected an array of at most 32 dims");
+    if (!shape.is_array() || shape.size() > Limits::max_rank)
+      r.bad(where + ".shape", "expected an array of at most 32 dims");
     for (const auto& d : shape) {
       if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
         r.bad(where + ".shape", "expected non-negative integers");

@@ -90,7 +90,8 @@ class EnumChecker {
       for (const auto& spec : method->output_specs) {
         text("output spec", spec->name);
         text("output spec target", spec->target);
-        if (!enum_in_range(spec->kind, {0, 1, 2})) bad("output spec", spec->name, "kind", spec->kind);
+        if (!enum_in_range(spec->kind, {0, 1, 2}))
+          bad("output spec", spec->name, "kind", spec->kind);
       }
       for (const auto& buffer : method->mutable_buffers) {
         text("mutable buffer", buffer->name);
@@ -113,20 +114,35 @@ class EnumChecker {
   // The strings an argument of any type holds (value names, refs, string constants).
   void check_argument_texts(const nb::ArgumentValueUnion& value) {
     switch (value.type) {
-      case nb::ArgumentValue::TensorArg: text("tensor argument", value.AsTensorArg()->name); break;
-      case nb::ArgumentValue::IntArg: text("argument ref", value.AsIntArg()->ref); break;
-      case nb::ArgumentValue::FloatArg: text("argument ref", value.AsFloatArg()->ref); break;
-      case nb::ArgumentValue::BoolArg: text("argument ref", value.AsBoolArg()->ref); break;
-      case nb::ArgumentValue::StringArg: text("string argument", value.AsStringArg()->value); break;
-      case nb::ArgumentValue::IntListArg: texts("argument ref", value.AsIntListArg()->refs); break;
+      case nb::ArgumentValue::TensorArg:
+        text("tensor argument", value.AsTensorArg()->name);
+        break;
+      case nb::ArgumentValue::IntArg:
+        text("argument ref", value.AsIntArg()->ref);
+        break;
+      case nb::ArgumentValue::FloatArg:
+        text("argument ref", value.AsFloatArg()->ref);
+        break;
+      case nb::ArgumentValue::BoolArg:
+        text("argument ref", value.AsBoolArg()->ref);
+        break;
+      case nb::ArgumentValue::StringArg:
+        text("string argument", value.AsStringArg()->value);
+        break;
+      case nb::ArgumentValue::IntListArg:
+        texts("argument ref", value.AsIntListArg()->refs);
+        break;
       case nb::ArgumentValue::TensorListArg:
         texts("tensor list argument", value.AsTensorListArg()->names);
         break;
       case nb::ArgumentValue::OptionalTensorListArg:
         texts("tensor list argument", value.AsOptionalTensorListArg()->names);
         break;
-      case nb::ArgumentValue::GraphArg: text("graph argument", value.AsGraphArg()->name); break;
-      default: break;
+      case nb::ArgumentValue::GraphArg:
+        text("graph argument", value.AsGraphArg()->name);
+        break;
+      default:
+        break;
     }
   }
 
@@ -175,7 +191,8 @@ class EnumChecker {
         text("node metadata key", kv->key);
         text("node metadata value", kv->value);
       }
-      if (!enum_in_range(node->op_kind, {0, 1, 2})) bad("node", node->name, "op_kind", node->op_kind);
+      if (!enum_in_range(node->op_kind, {0, 1, 2}))
+        bad("node", node->name, "op_kind", node->op_kind);
       for (const auto& out : node->outputs) {
         text("output", out->name);
         text("output alias", out->alias_of);
@@ -247,8 +264,10 @@ ProgramPtr read_program_binary(std::span<const uint8_t> bytes, const std::string
   // Builders pad the whole buffer to a multiple of its largest alignment (at least 4). The
   // verifier cannot see a cut that only removes trailing padding, this can.
   if (bytes.size() % sizeof(flatbuffers::uoffset_t) != 0) {
-    fail_input("{}: program of {} bytes is not a whole flatbuffer (size not a multiple of 4: "
-               "truncated?)", context, bytes.size());
+    fail_input(
+        "{}: program of {} bytes is not a whole flatbuffer (size not a multiple of 4: "
+        "truncated?)",
+        context, bytes.size());
   }
   flatbuffers::Verifier verifier(bytes.data(), bytes.size(), kVerifierMaxDepth, kVerifierMaxTables);
   if (!nb::VerifyProgramBuffer(verifier)) {
@@ -278,7 +297,8 @@ ProgramPtr read_program_json(std::string_view text, const std::string& context) 
   }
   // The parser needs a NUL-terminated buffer and must not see embedded NULs.
   std::string json(text);
-  if (json.find('\0') != std::string::npos) fail_input("{}: JSON program contains a NUL byte", context);
+  if (json.find('\0') != std::string::npos)
+    fail_input("{}: JSON program contains a NUL byte", context);
   if (!parser.Parse(json.c_str())) {
     std::string message = parser.error_;
     std::replace(message.begin(), message.end(), '\n', ' ');

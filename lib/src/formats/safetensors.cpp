@@ -19,7 +19,6 @@ using json = nlohmann::json;
 
 namespace {
 
-
 void check_key(std::string_view key, const std::string& context) {
   if (key.empty()) fail_input("{}: empty tensor key", context);
   if (key.size() > Limits::max_key_length) {
@@ -27,8 +26,6 @@ void check_key(std::string_view key, const std::string& context) {
                Limits::max_key_length);
   }
 }
-
-
 
 // Streams the header straight into a File, with no DOM in between, so a header of millions of
 // entries costs about what the TensorTable costs. Only the safetensors shape is accepted (object,
@@ -297,7 +294,6 @@ class HeaderParser {
 };
 
 }  // namespace
-
 
 File read(const InputFilePtr& file, uint64_t offset, uint64_t size, const std::string& context) {
   if (!range_within(offset, size, file->size())) {

@@ -44,14 +44,15 @@ void InputFile::read_at(uint64_t offset, std::span<uint8_t> out) const {
   }
   size_t done = 0;
   while (done < out.size()) {
-    ssize_t n = ::pread(fd_, out.data() + done, out.size() - done,
-                        static_cast<off_t>(offset + done));
+    ssize_t n =
+        ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       fail(ErrorCode::io, "{}: read failed at offset {}: {}", name_, offset + done,
            std::strerror(errno));
     }
-    if (n == 0) fail(ErrorCode::io, "{}: file shrank while reading (offset {})", name_, offset + done);
+    if (n == 0)
+      fail(ErrorCode::io, "{}: file shrank while reading (offset {})", name_, offset + done);
     done += static_cast<size_t>(n);
   }
 }

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -73,8 +73,8 @@ OutputFile::~OutputFile() {
 void OutputFile::write_at(uint64_t offset, std::span<const uint8_t> bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
-    ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done,
-                         static_cast<off_t>(offset + done));
+    ssize_t n =
+        ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       fail(ErrorCode::io, "{}: write failed at offset {}: {}", display_name_, offset + done,
@@ -85,8 +85,8 @@ void OutputFile::write_at(uint64_t offset, std::span<const uint8_t> bytes) {
 }
 
 void OutputFile::write_at(uint64_t offset, std::string_view bytes) {
-  write_at(offset, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                            bytes.size()));
+  write_at(offset,
+           std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
 }
 
 void OutputFile::zero_at(uint64_t offset, uint64_t count) {

@@ -39,7 +39,8 @@ void PipelinedWriter::submit(uint64_t offset, size_t size) {
 
 void PipelinedWriter::finish() {
   std::unique_lock lock(mutex_);
-  changed_.wait(lock, [this] { return (jobs_.empty() && free_.size() == buffers_.size()) || error_; });
+  changed_.wait(lock,
+                [this] { return (jobs_.empty() && free_.size() == buffers_.size()) || error_; });
   if (error_) std::rethrow_exception(error_);
 }
 

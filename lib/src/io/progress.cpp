@@ -41,10 +41,12 @@ void Progress::draw(double elapsed) const {
   double total = static_cast<double>(hash_total_ + write_total_);
   double rate = elapsed > 0 ? done / elapsed : 0;
   double eta = rate > 0 && total > done ? (total - done) / rate : 0;
-  auto line = fmt::format("\rptepack: hashed {:.0f}/{:.0f} MiB, written {:.0f}/{:.0f} MiB, {:.0f} MiB/s, ETA {:.0f}s\033[K",
-                          static_cast<double>(hashed_) / kMiB, static_cast<double>(hash_total_) / kMiB,
-                          static_cast<double>(written_) / kMiB, static_cast<double>(write_total_) / kMiB,
-                          rate / kMiB, eta);
+  auto line = fmt::format(
+      "\rptepack: hashed {:.0f}/{:.0f} MiB, written {:.0f}/{:.0f} MiB, {:.0f} MiB/s, ETA "
+      "{:.0f}s\033[K",
+      static_cast<double>(hashed_) / kMiB, static_cast<double>(hash_total_) / kMiB,
+      static_cast<double>(written_) / kMiB, static_cast<double>(write_total_) / kMiB, rate / kMiB,
+      eta);
   std::fputs(line.c_str(), stderr);
 }
 

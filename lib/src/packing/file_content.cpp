@@ -47,8 +47,9 @@ void stream_slice(OutputFile& out, const FileContent& content, uint64_t begin, u
         at += n;
       }
     } else {
-      std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(piece.bytes.data()) + (from - p_begin),
-                                     static_cast<size_t>(to - from));
+      std::span<const uint8_t> bytes(
+          reinterpret_cast<const uint8_t*>(piece.bytes.data()) + (from - p_begin),
+          static_cast<size_t>(to - from));
       out.write_at(from, bytes);
       sink(from, bytes);
     }
@@ -64,17 +65,19 @@ uint32_t crc_update_in_range(uint32_t crc, uint64_t offset, std::span<const uint
   uint64_t from = std::max(offset, range.first);
   uint64_t to = std::min(offset + bytes.size(), range.second);
   if (from >= to) return crc;
-  return zip::crc32_update(crc, bytes.subspan(static_cast<size_t>(from - offset), static_cast<size_t>(to - from)));
+  return zip::crc32_update(
+      crc, bytes.subspan(static_cast<size_t>(from - offset), static_cast<size_t>(to - from)));
 }
 
 }  // namespace
 
-StreamResult write_content(OutputFile& out, const FileContent& content, const StreamOptions& options,
-                           Progress* progress) {
+StreamResult write_content(OutputFile& out, const FileContent& content,
+                           const StreamOptions& options, Progress* progress) {
   StreamResult result;
   constexpr uint64_t kMinSlice = 64ULL << 20;
   unsigned slices = options.sha256 ? 1 : options.jobs;
-  slices = static_cast<unsigned>(std::max<uint64_t>(1, std::min<uint64_t>(slices, content.size / kMinSlice)));
+  slices = static_cast<unsigned>(
+      std::max<uint64_t>(1, std::min<uint64_t>(slices, content.size / kMinSlice)));
   std::vector<uint64_t> bounds;
   for (unsigned s = 0; s <= slices; ++s) bounds.push_back(content.size * s / slices);
   std::vector<uint32_t> slice_crc(slices, 0);

@@ -30,7 +30,8 @@ InputSpec parse_input_spec(const std::string& text) {
     size_t start = 0;
     while (start <= list.size()) {
       auto comma = list.find(',', start);
-      auto item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      auto item =
+          list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
       if (item.empty()) fail(ErrorCode::usage, "{}: empty DATA path in INPUT argument", text);
       spec.data.emplace_back(item);
       if (comma == std::string::npos) break;
@@ -45,7 +46,9 @@ InputSpec parse_input_spec(const std::string& text) {
 uint64_t parse_size(const std::string& text) {
   size_t i = 0;
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-  if (i == 0) fail(ErrorCode::usage, "invalid size {}: expected a number with an optional suffix", quote(text));
+  if (i == 0)
+    fail(ErrorCode::usage, "invalid size {}: expected a number with an optional suffix",
+         quote(text));
   uint64_t value = 0;
   for (size_t k = 0; k < i; ++k) {
     auto next = checked_mul(value, 10);
@@ -55,14 +58,23 @@ uint64_t parse_size(const std::string& text) {
   }
   auto suffix = text.substr(i);
   uint64_t unit = 1;
-  if (suffix.empty() || suffix == "B") unit = 1;
-  else if (suffix == "K" || suffix == "KB") unit = 1000ULL;
-  else if (suffix == "M" || suffix == "MB") unit = 1000ULL * 1000;
-  else if (suffix == "G" || suffix == "GB") unit = 1000ULL * 1000 * 1000;
-  else if (suffix == "KiB") unit = 1ULL << 10;
-  else if (suffix == "MiB") unit = 1ULL << 20;
-  else if (suffix == "GiB") unit = 1ULL << 30;
-  else fail(ErrorCode::usage, "invalid size {}: unknown suffix (use K, M, G, KiB, MiB or GiB)", quote(text));
+  if (suffix.empty() || suffix == "B")
+    unit = 1;
+  else if (suffix == "K" || suffix == "KB")
+    unit = 1000ULL;
+  else if (suffix == "M" || suffix == "MB")
+    unit = 1000ULL * 1000;
+  else if (suffix == "G" || suffix == "GB")
+    unit = 1000ULL * 1000 * 1000;
+  else if (suffix == "KiB")
+    unit = 1ULL << 10;
+  else if (suffix == "MiB")
+    unit = 1ULL << 20;
+  else if (suffix == "GiB")
+    unit = 1ULL << 30;
+  else
+    fail(ErrorCode::usage, "invalid size {}: unknown suffix (use K, M, G, KiB, MiB or GiB)",
+         quote(text));
   auto bytes = checked_mul(value, unit);
   if (!bytes) fail(ErrorCode::usage, "invalid size {}: too large", quote(text));
   if (*bytes == 0) fail(ErrorCode::usage, "invalid size {}: must be positive", quote(text));

@@ -28,11 +28,13 @@ void check_options(const PackOptions& options) {
     fail(ErrorCode::usage, "--alignment {} must be a power of two >= 16", s.alignment);
   }
   const auto& prefix = options.shard_prefix;
-  bool prefix_ok = !prefix.empty() && prefix.size() <= 100 && prefix.front() != '.' &&
-                   prefix.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
-                       std::string::npos;
+  bool prefix_ok =
+      !prefix.empty() && prefix.size() <= 100 && prefix.front() != '.' &&
+      prefix.find_first_not_of(
+          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
   if (!prefix_ok) {
-    fail(ErrorCode::usage, "--shard-prefix {} must be letters, digits, '.', '_' or '-' (not starting with '.')",
+    fail(ErrorCode::usage,
+         "--shard-prefix {} must be letters, digits, '.', '_' or '-' (not starting with '.')",
          quote(prefix));
   }
   if (is_package_path(options.output) && s.max_shard_bytes) {
@@ -46,7 +48,8 @@ void check_output_target(const PackOptions& options, const std::vector<fs::path>
   for (const auto& input : input_paths) {
     auto in = canonical_or_self(input);
     if (in == target || (fs::is_directory(target) && in.parent_path() == target)) {
-      fail(ErrorCode::usage, "{}: output would overwrite input {}", options.output.string(), input.string());
+      fail(ErrorCode::usage, "{}: output would overwrite input {}", options.output.string(),
+           input.string());
     }
   }
   std::error_code ec;
@@ -70,7 +73,8 @@ void check_output_target(const PackOptions& options, const std::vector<fs::path>
     bool ours = fs::exists(options.output / "manifest.json", ec);
     if (!empty && !ours && !options.force) {
       fail(ErrorCode::usage,
-           "{}: refusing to replace a non-empty directory that is not a ptepack output (use --force)",
+           "{}: refusing to replace a non-empty directory that is not a ptepack output (use "
+           "--force)",
            options.output.string());
     }
   }
@@ -80,8 +84,9 @@ void check_output_target(const PackOptions& options, const std::vector<fs::path>
 
 namespace detail {
 
-void summarize_groups(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
-                      PackSummary& summary, Progress* progress) {
+void summarize_groups(const std::vector<StoredTensor>& tensors,
+                      const std::vector<StorageGroup>& groups, PackSummary& summary,
+                      Progress* progress) {
   summary.tensors = tensors.size();
   summary.unique_tensors = groups.size();
   summary.logical_bytes = 0;
@@ -109,12 +114,13 @@ PackSummary pack(const PackOptions& options) {
     auto spec = parse_input_spec(text);
     auto artifact = load_artifact(spec.path, spec.data);
     if (!artifact.program) {
-      fail(ErrorCode::usage, "{}: a {} holds no program; pass it as @DATA of a program input", artifact.name,
-           artifact_kind_name(artifact.kind));
+      fail(ErrorCode::usage, "{}: a {} holds no program; pass it as @DATA of a program input",
+           artifact.name, artifact_kind_name(artifact.kind));
     }
     input_paths.push_back(spec.path);
     for (const auto& d : artifact.data_files) input_paths.emplace_back(d);
-    MergeInput in{artifact.name, std::move(artifact.program), std::move(artifact.data), spec.method, true};
+    MergeInput in{artifact.name, std::move(artifact.program), std::move(artifact.data), spec.method,
+                  true};
     merge_inputs.push_back(std::move(in));
   }
   if (!options.dry_run) check_output_target(options, input_paths);
@@ -162,8 +168,8 @@ PackSummary pack(const PackOptions& options) {
 
   std::unique_ptr<AtomicOutput> output;
   if (!options.dry_run) {
-    output = std::make_unique<AtomicOutput>(options.output, summary.package ? AtomicOutput::Kind::file
-                                                                             : AtomicOutput::Kind::directory);
+    output = std::make_unique<AtomicOutput>(
+        options.output, summary.package ? AtomicOutput::Kind::file : AtomicOutput::Kind::directory);
   }
   if (summary.package) {
     detail::write_package(prepared, options, output.get(), &progress, summary);

@@ -27,7 +27,8 @@ void write_directory(const PreparedPack& prepared, const PackOptions& options, A
 
 // Summary fields shared by both writers: dedup, aliases and byte counts.
 // Also tells `progress` how many bytes the writer will copy.
-void summarize_groups(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
-                      PackSummary& summary, Progress* progress);
+void summarize_groups(const std::vector<StoredTensor>& tensors,
+                      const std::vector<StorageGroup>& groups, PackSummary& summary,
+                      Progress* progress);
 
 }  // namespace ptepack::detail

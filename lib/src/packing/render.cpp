@@ -12,33 +12,42 @@ namespace ptepack {
 std::string render_pack_text(const PackSummary& s) {
   std::string out;
   auto line = [&out](const std::string& text) { out += text + "\n"; };
-  line(fmt::format("{} {} ({})", s.dry_run ? "plan for" : "packed", s.output,
-                   s.package ? "ptn package" : fmt::format("directory, {} shards", shard_format_name(s.sharding.format))));
+  line(fmt::format(
+      "{} {} ({})", s.dry_run ? "plan for" : "packed", s.output,
+      s.package ? "ptn package"
+                : fmt::format("directory, {} shards", shard_format_name(s.sharding.format))));
   line(fmt::format("methods: {}", s.methods.size()));
-  for (const auto& [method, input] : s.methods) line(fmt::format("  {:<20} from {}", method, input));
+  for (const auto& [method, input] : s.methods)
+    line(fmt::format("  {:<20} from {}", method, input));
   line(fmt::format("renamed keys: {}", s.renames.size()));
   for (const auto& r : s.renames) line(fmt::format("  {}: {} -> {}", r.method, r.from, r.to));
   line(fmt::format("state keys: {}", s.state.size()));
   for (const auto& k : s.state) line(fmt::format("  {}", k));
-  line(fmt::format("tensors: {} keys, {} stored, {} aliases", s.tensors, s.unique_tensors, s.aliases.size()));
-  line(fmt::format("bytes: {} referenced, {} stored, {} saved by dedup", human_bytes(s.logical_bytes),
-                   human_bytes(s.stored_bytes), human_bytes(s.logical_bytes - s.stored_bytes)));
+  line(fmt::format("tensors: {} keys, {} stored, {} aliases", s.tensors, s.unique_tensors,
+                   s.aliases.size()));
+  line(fmt::format("bytes: {} referenced, {} stored, {} saved by dedup",
+                   human_bytes(s.logical_bytes), human_bytes(s.stored_bytes),
+                   human_bytes(s.logical_bytes - s.stored_bytes)));
   if (s.dropped_keys > 0) {
-    line(fmt::format("dropped: {} unreferenced keys, {}", s.dropped_keys, human_bytes(s.dropped_bytes)));
+    line(fmt::format("dropped: {} unreferenced keys, {}", s.dropped_keys,
+                     human_bytes(s.dropped_bytes)));
   }
   if (!s.package) {
     std::string cap = s.sharding.max_shard_bytes
-                          ? fmt::format("{} ({} mode)", *s.sharding.max_shard_bytes, cap_mode_name(s.sharding.cap_mode))
+                          ? fmt::format("{} ({} mode)", *s.sharding.max_shard_bytes,
+                                        cap_mode_name(s.sharding.cap_mode))
                           : std::string("none");
     line(fmt::format("shards: {}, cap {}", s.shards.size(), cap));
     for (size_t i = 0; i < s.shards.size(); ++i) {
       const auto& sh = s.shards[i];
       line(fmt::format("  #{:<3} {:<40} {:>12} bytes  payload {:>12}  {} keys", i + 1,
-                       sh.file.empty() ? std::string("(named from content when written)") : sh.file, sh.size,
-                       sh.payload_bytes, sh.keys.size()));
+                       sh.file.empty() ? std::string("(named from content when written)") : sh.file,
+                       sh.size, sh.payload_bytes, sh.keys.size()));
     }
   }
-  line(s.dry_run ? fmt::format("would write: {} bytes{}", s.output_bytes, s.package ? "" : " and manifest.json") : fmt::format("wrote: {} bytes", s.output_bytes));
+  line(s.dry_run ? fmt::format("would write: {} bytes{}", s.output_bytes,
+                               s.package ? "" : " and manifest.json")
+                 : fmt::format("wrote: {} bytes", s.output_bytes));
   return out;
 }
 
@@ -49,10 +58,12 @@ std::string render_pack_json(const PackSummary& s) {
   j["kind"] = s.package ? "ptn" : "directory";
   j["dry_run"] = s.dry_run;
   ordered methods = ordered::array();
-  for (const auto& [method, input] : s.methods) methods.push_back({{"name", method}, {"input", input}});
+  for (const auto& [method, input] : s.methods)
+    methods.push_back({{"name", method}, {"input", input}});
   j["methods"] = methods;
   ordered renames = ordered::array();
-  for (const auto& r : s.renames) renames.push_back({{"method", r.method}, {"from", r.from}, {"to", r.to}});
+  for (const auto& r : s.renames)
+    renames.push_back({{"method", r.method}, {"from", r.from}, {"to", r.to}});
   j["renames"] = renames;
   j["state"] = s.state;
   j["aliases"] = s.aliases;
@@ -65,7 +76,8 @@ std::string render_pack_json(const PackSummary& s) {
   j["dropped_bytes"] = s.dropped_bytes;
   if (!s.package) {
     j["shard_format"] = shard_format_name(s.sharding.format);
-    j["max_shard_bytes"] = s.sharding.max_shard_bytes ? ordered(*s.sharding.max_shard_bytes) : ordered(nullptr);
+    j["max_shard_bytes"] =
+        s.sharding.max_shard_bytes ? ordered(*s.sharding.max_shard_bytes) : ordered(nullptr);
     j["cap_mode"] = cap_mode_name(s.sharding.cap_mode);
     ordered shards = ordered::array();
     for (const auto& sh : s.shards) {

@@ -8,7 +8,8 @@
 
 namespace ptepack {
 
-ShardLayout layout_shard(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
+ShardLayout layout_shard(const std::vector<StoredTensor>& tensors,
+                         const std::vector<StorageGroup>& groups,
                          const std::vector<size_t>& shard_groups, const ShardingOptions& options) {
   ShardLayout out;
   if (options.format == ShardFormat::ptd) {
@@ -17,11 +18,13 @@ ShardLayout layout_shard(const std::vector<StoredTensor>& tensors, const std::ve
     for (size_t g : shard_groups) {
       for (size_t index : groups[g].members) {
         const auto& t = tensors[index];
-        entries.push_back({t.key, t.data.dtype, t.data.shape, static_cast<uint32_t>(segment_sizes.size())});
+        entries.push_back(
+            {t.key, t.data.dtype, t.data.shape, static_cast<uint32_t>(segment_sizes.size())});
       }
       segment_sizes.push_back(groups[g].nbytes);
     }
-    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+    std::sort(entries.begin(), entries.end(),
+              [](const auto& a, const auto& b) { return a.key < b.key; });
     auto layout = ptd::plan_file(entries, segment_sizes, options.alignment);
     out.head = std::move(layout.head);
     out.file_size = layout.file_size;
@@ -33,7 +36,8 @@ ShardLayout layout_shard(const std::vector<StoredTensor>& tensors, const std::ve
   }
   std::vector<size_t> owners;
   for (size_t g : shard_groups) owners.push_back(groups[g].members[0]);
-  std::sort(owners.begin(), owners.end(), [&](size_t a, size_t b) { return tensors[a].key < tensors[b].key; });
+  std::sort(owners.begin(), owners.end(),
+            [&](size_t a, size_t b) { return tensors[a].key < tensors[b].key; });
   std::vector<safetensors::Entry> entries;
   for (size_t index : owners) {
     const auto& t = tensors[index];
@@ -43,7 +47,8 @@ ShardLayout layout_shard(const std::vector<StoredTensor>& tensors, const std::ve
   auto layout = safetensors::plan_file(entries, {});
   out.head = std::move(layout.head);
   out.file_size = layout.file_size;
-  for (size_t k = 0; k < owners.size(); ++k) out.placements.push_back({layout.data_offsets[k], owners[k]});
+  for (size_t k = 0; k < owners.size(); ++k)
+    out.placements.push_back({layout.data_offsets[k], owners[k]});
   return out;
 }
 

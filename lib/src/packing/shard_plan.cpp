@@ -23,14 +23,16 @@ uint64_t aligned(uint64_t value, uint64_t alignment) {
 }
 
 uint64_t fixed_head(const ShardingOptions& options) {
-  return options.format == ShardFormat::ptd ? ptd::head_bound_fixed() : safetensors::head_bound_fixed({});
+  return options.format == ShardFormat::ptd ? ptd::head_bound_fixed()
+                                            : safetensors::head_bound_fixed({});
 }
 
 // How much shard_size_bound can exceed the exact file size of `shard` plus a
 // group: the header bounds' over-count (.ptd: under 80 bytes plus 4 per
 // segment, measured; safetensors: offsets and dims counted at 20 digits) and
 // alignment rounding.
-uint64_t bound_slack(const PlannedShard& shard, const GroupCost& cost, const ShardingOptions& options) {
+uint64_t bound_slack(const PlannedShard& shard, const GroupCost& cost,
+                     const ShardingOptions& options) {
   uint64_t fixed = options.format == ShardFormat::ptd ? 128 + 2 * options.alignment : 16;
   return fixed + shard.slack + cost.slack;
 }
@@ -81,7 +83,8 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
     if (!options.max_shard_bytes) return true;
     const uint64_t cap = *options.max_shard_bytes;
     if (options.cap_mode == CapMode::payload) return add(shard.payload_bytes, cost.payload) <= cap;
-    uint64_t bound = shard_size_bound(add(shard.head_bound, cost.head), add(shard.data_bound, cost.data), options);
+    uint64_t bound = shard_size_bound(add(shard.head_bound, cost.head),
+                                      add(shard.data_bound, cost.data), options);
     if (bound <= cap) return true;
     if (bound - cap > bound_slack(shard, cost, options)) return false;
     auto candidate = shard.groups;

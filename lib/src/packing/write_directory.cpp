@@ -2,10 +2,10 @@
 #include <filesystem>
 
 #include "pack_internal.h"
-#include "ptepack/packing/file_content.h"
 #include "ptepack/base/error.h"
 #include "ptepack/formats/manifest.h"
 #include "ptepack/formats/safetensors.h"
+#include "ptepack/packing/file_content.h"
 #include "ptepack/packing/shard_layout.h"
 
 namespace ptepack::detail {
@@ -14,20 +14,22 @@ namespace {
 namespace fs = std::filesystem;
 
 // The bytes of one planned shard file.
-FileContent shard_content(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
-                          const PlannedShard& shard, const ShardingOptions& options,
-                          std::vector<std::string>& keys) {
+FileContent shard_content(const std::vector<StoredTensor>& tensors,
+                          const std::vector<StorageGroup>& groups, const PlannedShard& shard,
+                          const ShardingOptions& options, std::vector<std::string>& keys) {
   auto layout = layout_shard(tensors, groups, shard.groups, options);
   FileContent content;
   content.size = layout.file_size;
   content.pieces.push_back({0, std::move(layout.head), {}});
-  for (const auto& p : layout.placements) content.pieces.push_back({p.offset, {}, tensors[p.tensor].data.bytes});
+  for (const auto& p : layout.placements)
+    content.pieces.push_back({p.offset, {}, tensors[p.tensor].data.bytes});
   keys = std::move(layout.keys);
   return content;
 }
 
 // Writes a small in-memory file into the output directory; returns its digest.
-Digest write_small_file(const fs::path& path, const std::string& display, const std::string& bytes) {
+Digest write_small_file(const fs::path& path, const std::string& display,
+                        const std::string& bytes) {
   OutputFile file(path, display);
   file.write_at(0, bytes);
   file.finish(bytes.size());
@@ -40,14 +42,16 @@ void write_directory(const PreparedPack& prepared, const PackOptions& options, A
                      Progress* progress, PackSummary& summary) {
   const auto& tensors = prepared.tensors;
   const auto& sharding = options.sharding;
-  auto groups = group_tensors(tensors, sharding.format == ShardFormat::ptd ? DedupRule::bytes
-                                                                           : DedupRule::dtype_shape_bytes);
+  auto groups =
+      group_tensors(tensors, sharding.format == ShardFormat::ptd ? DedupRule::bytes
+                                                                 : DedupRule::dtype_shape_bytes);
   summarize_groups(tensors, groups, summary, progress);
   std::vector<PlannedShard> plan;
   try {
     plan = plan_shards(tensors, groups, sharding);
   } catch (const Error& e) {
-    throw Error(e.code(), options.output.string() + ": " + e.what());  // name the output in the message
+    throw Error(e.code(),
+                options.output.string() + ": " + e.what());  // name the output in the message
   }
   const char* ext = sharding.format == ShardFormat::ptd ? "ptd" : "safetensors";
 
@@ -58,8 +62,8 @@ void write_directory(const PreparedPack& prepared, const PackOptions& options, A
     contents[s] = shard_content(tensors, groups, plan[s], sharding, summary.shards[s].keys);
     if (sharding.max_shard_bytes && sharding.cap_mode == CapMode::file &&
         contents[s].size > *sharding.max_shard_bytes) {
-      fail(ErrorCode::internal, "shard {} of {} bytes exceeds the planned cap {}", s + 1, contents[s].size,
-           *sharding.max_shard_bytes);
+      fail(ErrorCode::internal, "shard {} of {} bytes exceeds the planned cap {}", s + 1,
+           contents[s].size, *sharding.max_shard_bytes);
     }
     summary.shards[s].size = contents[s].size;
     summary.shards[s].payload_bytes = plan[s].payload_bytes;
@@ -70,9 +74,10 @@ void write_directory(const PreparedPack& prepared, const PackOptions& options, A
   const auto& dir = output->temp_path();
   auto display = [&](const std::string& name) { return (output->target() / name).string(); };
   Manifest manifest;
-  manifest.program = {"program.ptg", to_hex(write_small_file(dir / "program.ptg", display("program.ptg"),
-                                                             prepared.program_bytes)),
-                      prepared.program_bytes.size()};
+  manifest.program = {
+      "program.ptg",
+      to_hex(write_small_file(dir / "program.ptg", display("program.ptg"), prepared.program_bytes)),
+      prepared.program_bytes.size()};
   manifest.shard_format = std::string(shard_format_name(sharding.format));
   manifest.max_shard_bytes = sharding.max_shard_bytes;
   manifest.cap_mode = std::string(cap_mode_name(sharding.cap_mode));
@@ -95,14 +100,17 @@ void write_directory(const PreparedPack& prepared, const PackOptions& options, A
     fs::rename(dir / fmt::format(".shard-{}.tmp", s), dir / name, ec);
     if (ec) fail(ErrorCode::io, "{}: cannot rename shard: {}", display(name), ec.message());
     summary.shards[s].file = name;
-    manifest.shards.push_back({name, hex, contents[s].size, plan[s].payload_bytes, summary.shards[s].keys});
+    manifest.shards.push_back(
+        {name, hex, contents[s].size, plan[s].payload_bytes, summary.shards[s].keys});
     manifest.total_size += plan[s].payload_bytes;
     for (size_t g : plan[s].groups) {
       const auto& members = groups[g].members;
       const auto& owner = tensors[members[0]];
       for (size_t index : members) {
         const auto& t = tensors[index];
-        ManifestTensor mt{name, to_hex(t.sha256), t.data.bytes.size, t.data.dtype, t.data.shape, t.is_mutable, {}};
+        ManifestTensor mt{
+            name, to_hex(t.sha256), t.data.bytes.size, t.data.dtype, t.data.shape, t.is_mutable,
+            {}};
         if (index != members[0]) mt.alias_of = owner.key;
         manifest.tensors.emplace(t.key, std::move(mt));
       }
@@ -112,7 +120,8 @@ void write_directory(const PreparedPack& prepared, const PackOptions& options, A
   manifest.state = summary.state;
   if (sharding.format == ShardFormat::safetensors) {
     auto index = safetensors::index_json(manifest.total_size, manifest.weight_map);
-    write_small_file(dir / "model.safetensors.index.json", display("model.safetensors.index.json"), index);
+    write_small_file(dir / "model.safetensors.index.json", display("model.safetensors.index.json"),
+                     index);
     summary.output_bytes += index.size();
   }
   // The manifest is written last: its presence marks a complete directory.

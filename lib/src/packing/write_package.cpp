@@ -2,15 +2,16 @@
 #include <nlohmann/json.hpp>
 
 #include "pack_internal.h"
-#include "ptepack/packing/file_content.h"
 #include "ptepack/formats/safetensors.h"
 #include "ptepack/formats/zip.h"
+#include "ptepack/packing/file_content.h"
 
 namespace ptepack::detail {
 namespace {
 
 uint32_t crc_of(const std::string& bytes) {
-  return zip::crc32_update(0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  return zip::crc32_update(
+      0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
 }
 
 }  // namespace
@@ -32,7 +33,8 @@ void write_package(const PreparedPack& prepared, const PackOptions& options, Ato
     nlohmann::json aliases(summary.aliases);
     aliases_text = aliases.dump(2) + "\n";
   }
-  std::vector<std::pair<std::string, uint64_t>> members{{"program.ptg", prepared.program_bytes.size()}};
+  std::vector<std::pair<std::string, uint64_t>> members{
+      {"program.ptg", prepared.program_bytes.size()}};
   safetensors::Layout weights;
   if (!entries.empty()) {
     weights = safetensors::plan_file(entries, {});
@@ -61,7 +63,8 @@ void write_package(const PreparedPack& prepared, const PackOptions& options, Ato
       content.pieces.push_back({entry.data_offset, weights.head, {}});
       for (size_t k = 0; k < groups.size(); ++k) {
         const auto& owner = tensors[groups[k].members[0]];
-        content.pieces.push_back({entry.data_offset + weights.data_offsets[k], {}, owner.data.bytes});
+        content.pieces.push_back(
+            {entry.data_offset + weights.data_offsets[k], {}, owner.data.bytes});
       }
     }
   }

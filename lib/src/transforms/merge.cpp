@@ -56,7 +56,8 @@ std::string state_key(const std::string& key) {
 
 std::string final_key(const std::string& method, const std::string& key, bool is_mutable) {
   if (is_mutable) return state_key(key);
-  if (key.size() > method.size() && key.compare(0, method.size(), method) == 0 && key[method.size()] == '/') {
+  if (key.size() > method.size() && key.compare(0, method.size(), method) == 0 &&
+      key[method.size()] == '/') {
     return key;
   }
   return method + "/" + key;
@@ -77,8 +78,9 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
     }
     if (input.rename_method) {
       if (input.program->methods.size() != 1) {
-        fail(ErrorCode::usage, "{}: METHOD= renames a single method, but the input holds {} methods",
-             input.name, input.program->methods.size());
+        fail(ErrorCode::usage,
+             "{}: METHOD= renames a single method, but the input holds {} methods", input.name,
+             input.program->methods.size());
       }
       input.program->methods[0]->name = *input.rename_method;
     }
@@ -133,7 +135,8 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
       const std::string method_name = method->name;
       std::set<std::string> renamed_here;
       buffer_decls.add_method(*method, out.state, state_key, decl_problems);
-      if (!decl_problems.empty()) throw Error(ErrorCode::conflict, input.name + ": " + decl_problems.front());
+      if (!decl_problems.empty())
+        throw Error(ErrorCode::conflict, input.name + ": " + decl_problems.front());
       // Data checks use the source keys, before renaming.
       for (const auto& c : method->constants) {
         auto it = input.data.find(c->data_key);
@@ -148,8 +151,8 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
           if (tv->name != buffer->name) continue;
           auto problem = tensor_data_problem(
               *tv->meta, it->second,
-              fmt::format("{}: method {}: mutable buffer {} (key {})", input.name, quote(method_name),
-                          quote(buffer->name), quote(buffer->fqn)));
+              fmt::format("{}: method {}: mutable buffer {} (key {})", input.name,
+                          quote(method_name), quote(buffer->name), quote(buffer->fqn)));
           if (!problem.empty()) throw Error(ErrorCode::invalid_input, problem);
         }
       }
@@ -165,23 +168,29 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
           fail(ErrorCode::conflict, "{}: method {}: keys {} and {} both become {}", input.name,
                quote(method_name), quote(o->second.second), quote(key), quote(final_name));
         }
-        bool tensor_role = role == KeyRole::constant || role == KeyRole::scale || role == KeyRole::zero_point;
+        bool tensor_role =
+            role == KeyRole::constant || role == KeyRole::scale || role == KeyRole::zero_point;
         if (tensor_role) needs_data.insert(final_name);
-        if (mut && (role == KeyRole::constant || role == KeyRole::mutable_buffer)) declared_state.insert(final_name);
+        if (mut && (role == KeyRole::constant || role == KeyRole::mutable_buffer))
+          declared_state.insert(final_name);
         if (role == KeyRole::mutation_target) {
-          mutation_targets.emplace_back(fmt::format("{}: method {}", input.name, quote(method_name)), final_name);
+          mutation_targets.emplace_back(
+              fmt::format("{}: method {}", input.name, quote(method_name)), final_name);
         }
         auto data = input.data.find(key);
         if (data != input.data.end()) {
           used_source_keys.insert(key);
-          auto [b, first] = bound.emplace(final_name, Binding{data->second, input_index, method_name});
+          auto [b, first] =
+              bound.emplace(final_name, Binding{data->second, input_index, method_name});
           if (!first && b->second.input != input_index) {
             const auto& prev = b->second;
-            bool same = prev.data.dtype == data->second.dtype && prev.data.shape == data->second.shape &&
+            bool same = prev.data.dtype == data->second.dtype &&
+                        prev.data.shape == data->second.shape &&
                         same_bytes(prev.data.bytes, data->second.bytes);
             if (!same) {
               fail(ErrorCode::conflict,
-                   "{}: state key {}: initial data differs between {} (method {}) and {} (method {})",
+                   "{}: state key {}: initial data differs between {} (method {}) and {} (method "
+                   "{})",
                    input.name, quote(final_name), prev.data.bytes.file->name(), quote(prev.method),
                    data->second.bytes.file->name(), quote(method_name));
             }
@@ -205,14 +214,16 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
   }
   for (const auto& [where, key] : mutation_targets) {
     if (!declared_state.count(key)) {
-      fail_input("{}: buffer mutation target {} names no buffer (no constant or MutableBufferSpec declares it)",
-                 where, quote(key));
+      fail_input(
+          "{}: buffer mutation target {} names no buffer (no constant or MutableBufferSpec "
+          "declares it)",
+          where, quote(key));
     }
   }
   for (const auto& key : needs_data) {
     if (!bound.count(key)) {
-      fail_input("{}: state key {} is read as a tensor but no input provides its data", inputs.front().name,
-                 quote(key));
+      fail_input("{}: state key {} is read as a tensor but no input provides its data",
+                 inputs.front().name, quote(key));
     }
   }
 

@@ -13,7 +13,8 @@ ProgramKeys analyze_program_keys(const nb::ProgramT& program) {
       auto& use = out.keys[key];
       use.methods.insert(method->name);
       use.roles.insert(role);
-      if (role == KeyRole::mutable_buffer || role == KeyRole::mutation_target) out.mutated.insert(key);
+      if (role == KeyRole::mutable_buffer || role == KeyRole::mutation_target)
+        out.mutated.insert(key);
     });
   }
   return out;

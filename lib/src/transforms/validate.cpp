@@ -20,7 +20,8 @@ class ScopeChecker {
   // level, the method's bindings).
   void check(const nb::GraphT& graph, const std::vector<std::string>& bound, int depth) {
     for (const auto& name : bound) {
-      if (!bound_.insert(name).second) report("duplicate SSA name {} among inputs and bindings", name);
+      if (!bound_.insert(name).second)
+        report("duplicate SSA name {} among inputs and bindings", name);
     }
     collect_definitions(graph);
     std::set<std::string> defined(bound_.begin(), bound_.end());
@@ -92,7 +93,8 @@ class ScopeChecker {
            std::string_view what) {
     if (defined.count(name)) return;
     if (all_definitions_.count(name)) {
-      report("node {} uses {} ({}) before it is defined (forward reference)", node.name, quote(name), what);
+      report("node {} uses {} ({}) before it is defined (forward reference)", node.name,
+             quote(name), what);
     } else {
       report("node {} uses unresolved name {} ({})", node.name, quote(name), what);
     }
@@ -102,7 +104,9 @@ class ScopeChecker {
                       const std::set<std::string>& defined, int depth) {
     const auto& v = arg.value;
     switch (v.type) {
-      case nb::ArgumentValue::TensorArg: use(node, v.AsTensorArg()->name, defined, "tensor"); break;
+      case nb::ArgumentValue::TensorArg:
+        use(node, v.AsTensorArg()->name, defined, "tensor");
+        break;
       case nb::ArgumentValue::IntArg:
         if (!v.AsIntArg()->ref.empty()) use(node, v.AsIntArg()->ref, defined, "int ref");
         break;
@@ -144,7 +148,8 @@ class ScopeChecker {
         inner.check(*sub.graph, sub.graph->inputs, depth + 1);
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
 
@@ -160,7 +165,8 @@ class ScopeChecker {
 
 std::string method_name_problem(const std::string& name) {
   if (name.empty()) return "method name is empty";
-  if (name.find('/') != std::string::npos) return fmt::format("method name {} contains '/'", quote(name));
+  if (name.find('/') != std::string::npos)
+    return fmt::format("method name {} contains '/'", quote(name));
   if (name == "state") return "method name 'state' is reserved for state keys";
   return {};
 }
@@ -195,12 +201,14 @@ std::string describe_meta(const nb::TensorMetaT& meta) {
   std::string dims;
   for (const auto& dim : meta.sizes) {
     if (!dims.empty()) dims += ", ";
-    dims += dim->min == dim->max ? std::to_string(dim->min) : fmt::format("{}..{}", dim->min, dim->max);
+    dims +=
+        dim->min == dim->max ? std::to_string(dim->min) : fmt::format("{}..{}", dim->min, dim->max);
   }
   return fmt::format("{} [{}]", dtype_name(static_cast<DType>(meta.dtype)), dims);
 }
 
-std::string tensor_data_problem(const nb::TensorMetaT& meta, const TensorData& data, const std::string& where) {
+std::string tensor_data_problem(const nb::TensorMetaT& meta, const TensorData& data,
+                                const std::string& where) {
   auto declared = static_cast<DType>(meta.dtype);
   if (declared != data.dtype) {
     return fmt::format("{}: graph declares dtype {} but data is {}", where, dtype_name(declared),
@@ -210,26 +218,28 @@ std::string tensor_data_problem(const nb::TensorMetaT& meta, const TensorData& d
   for (size_t i = 0; shape_ok && i < data.shape.size(); ++i) {
     const auto& dim = *meta.sizes[i];
     int64_t actual = data.shape[i];
-    shape_ok = dim.min == dim.max ? actual == dim.min : actual >= dim.min && (dim.max < 0 || actual <= dim.max);
+    shape_ok = dim.min == dim.max ? actual == dim.min
+                                  : actual >= dim.min && (dim.max < 0 || actual <= dim.max);
   }
   if (!shape_ok) {
-    return fmt::format("{}: graph declares shape {} but data has shape [{}]", where, describe_meta(meta),
-                       fmt::join(data.shape, ", "));
+    return fmt::format("{}: graph declares shape {} but data has shape [{}]", where,
+                       describe_meta(meta), fmt::join(data.shape, ", "));
   }
   auto expected = byte_size(data.dtype, data.shape);
   if (!expected || *expected != data.bytes.size) {
     return fmt::format("{}: data has {} bytes but {} [{}] needs {}", where, data.bytes.size,
-                       dtype_name(data.dtype), fmt::join(data.shape, ", "), expected ? *expected : 0);
+                       dtype_name(data.dtype), fmt::join(data.shape, ", "),
+                       expected ? *expected : 0);
   }
   return {};
 }
 
-std::string constant_data_problem(const nb::NamedTensorRefT& c, const TensorData& data, const std::string& method,
-                                  const std::string& context) {
+std::string constant_data_problem(const nb::NamedTensorRefT& c, const TensorData& data,
+                                  const std::string& method, const std::string& context) {
   if (c.meta->quant) return {};
   return tensor_data_problem(*c.meta, data,
-                             fmt::format("{}: method {}: constant {} (key {})", context, quote(method),
-                                         quote(c.name), quote(c.data_key)));
+                             fmt::format("{}: method {}: constant {} (key {})", context,
+                                         quote(method), quote(c.name), quote(c.data_key)));
 }
 
 std::vector<std::string> quant_data_problems(const nb::TensorMetaT& meta, const std::string& tensor,
@@ -242,9 +252,10 @@ std::vector<std::string> quant_data_problems(const nb::TensorMetaT& meta, const 
     auto it = data.find(key);
     if (key.empty() || it == data.end()) return;
     if (it->second.dtype != static_cast<DType>(declared)) {
-      problems.push_back(fmt::format("{}: method {}: tensor {}: {} key {} declares {} but data is {}", context,
-                                     quote(method), quote(tensor), what, quote(key),
-                                     dtype_name(static_cast<DType>(declared)), dtype_name(it->second.dtype)));
+      problems.push_back(
+          fmt::format("{}: method {}: tensor {}: {} key {} declares {} but data is {}", context,
+                      quote(method), quote(tensor), what, quote(key),
+                      dtype_name(static_cast<DType>(declared)), dtype_name(it->second.dtype)));
     }
   };
   check(group.scale_data_key, group.scale_dtype, "scale");
@@ -252,7 +263,8 @@ std::vector<std::string> quant_data_problems(const nb::TensorMetaT& meta, const 
   return problems;
 }
 
-std::string BufferDeclarations::add(const std::string& key, const nb::TensorMetaT& meta, const std::string& method) {
+std::string BufferDeclarations::add(const std::string& key, const nb::TensorMetaT& meta,
+                                    const std::string& method) {
   Decl decl{meta.dtype, {}, method};
   for (const auto& dim : meta.sizes) decl.sizes.emplace_back(dim->min, dim->max);
   auto [it, inserted] = decls_.emplace(key, decl);
@@ -265,8 +277,9 @@ std::string BufferDeclarations::add(const std::string& key, const nb::TensorMeta
     }
     return fmt::format("{} [{}]", dtype_name(static_cast<DType>(d.dtype)), dims);
   };
-  return fmt::format("mutable buffer {}: method {} declares {} but method {} declares {}", quote(key),
-                     quote(it->second.method), text(it->second), quote(method), text(decl));
+  return fmt::format("mutable buffer {}: method {} declares {} but method {} declares {}",
+                     quote(key), quote(it->second.method), text(it->second), quote(method),
+                     text(decl));
 }
 
 }  // namespace ptepack

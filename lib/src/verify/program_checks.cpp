@@ -9,8 +9,9 @@
 
 namespace ptepack {
 
-void check_packed_program(const nb::ProgramT& program, const ProgramKeys& keys, const TensorTable& data,
-                          const std::string& context, std::vector<std::string>& problems) {
+void check_packed_program(const nb::ProgramT& program, const ProgramKeys& keys,
+                          const TensorTable& data, const std::string& context,
+                          std::vector<std::string>& problems) {
   std::set<std::string> names;
   for (const auto& method : program.methods) {
     auto problem = method_name_problem(method->name);
@@ -21,29 +22,32 @@ void check_packed_program(const nb::ProgramT& program, const ProgramKeys& keys, 
     auto structure = validate_method_structure(*method, context);
     problems.insert(problems.end(), structure.begin(), structure.end());
   }
-  if (program.methods.empty()) problems.push_back(fmt::format("{}: program has no methods", context));
+  if (program.methods.empty())
+    problems.push_back(fmt::format("{}: program has no methods", context));
 
   for (const auto& [key, use] : keys.keys) {
     bool is_mutable = keys.mutated.count(key) > 0;
     if (is_mutable && key.rfind("state/", 0) != 0) {
-      problems.push_back(fmt::format("{}: mutable key {} is not in the state/ namespace", context, quote(key)));
+      problems.push_back(
+          fmt::format("{}: mutable key {} is not in the state/ namespace", context, quote(key)));
     }
     if (!is_mutable) {
       if (use.methods.size() > 1) {
-        problems.push_back(fmt::format("{}: immutable key {} is referenced by several methods ({})", context,
-                                       quote(key), fmt::join(use.methods, ", ")));
+        problems.push_back(fmt::format("{}: immutable key {} is referenced by several methods ({})",
+                                       context, quote(key), fmt::join(use.methods, ", ")));
       }
       for (const auto& method : use.methods) {
         if (key.rfind(method + "/", 0) != 0) {
-          problems.push_back(fmt::format("{}: method {}: immutable key {} is not in the {}/ namespace", context,
-                                         quote(method), quote(key), method));
+          problems.push_back(
+              fmt::format("{}: method {}: immutable key {} is not in the {}/ namespace", context,
+                          quote(method), quote(key), method));
         }
       }
     }
     if (use.roles.count(KeyRole::mutation_target) && !use.roles.count(KeyRole::constant) &&
         !use.roles.count(KeyRole::mutable_buffer)) {
-      problems.push_back(fmt::format("{}: buffer mutation target {} (method {}) names no buffer", context,
-                                     quote(key), fmt::join(use.methods, ", ")));
+      problems.push_back(fmt::format("{}: buffer mutation target {} (method {}) names no buffer",
+                                     context, quote(key), fmt::join(use.methods, ", ")));
     }
     if (use.needs_data() && !data.count(key)) {
       problems.push_back(fmt::format("{}: key {} (method {}) has no data", context, quote(key),
@@ -52,7 +56,8 @@ void check_packed_program(const nb::ProgramT& program, const ProgramKeys& keys, 
   }
   BufferDeclarations decls;
   for (const auto& method : program.methods) {
-    decls.add_method(*method, keys.mutated, [](const std::string& k) { return k; }, problems);
+    decls.add_method(
+        *method, keys.mutated, [](const std::string& k) { return k; }, problems);
     for (const auto& c : method->constants) {
       auto it = data.find(c->data_key);
       if (it == data.end()) continue;
@@ -66,7 +71,8 @@ void check_packed_program(const nb::ProgramT& program, const ProgramKeys& keys, 
   }
   for (const auto& [key, tensor] : data) {
     if (!keys.keys.count(key)) {
-      problems.push_back(fmt::format("{}: key {} is stored but no method references it", context, quote(key)));
+      problems.push_back(
+          fmt::format("{}: key {} is stored but no method references it", context, quote(key)));
     }
   }
 }

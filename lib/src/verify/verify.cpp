@@ -22,7 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 std::string as_text(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
 
 void verify_package(const fs::path& path, const VerifyOptions& options, VerifyReport& report) {
@@ -40,10 +39,12 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
     }
     by_name[m.name] = &m;
     if (m.data_offset % 64 != 0) {
-      problems.push_back(fmt::format("{}:{}: data at offset {} is not 64-byte aligned", name, m.name, m.data_offset));
+      problems.push_back(fmt::format("{}:{}: data at offset {} is not 64-byte aligned", name,
+                                     m.name, m.data_offset));
     }
     if (!zip::crc_matches(*file, m, buffer)) {
-      problems.push_back(fmt::format("{}:{}: CRC-32 does not match the stored bytes", name, m.name));
+      problems.push_back(
+          fmt::format("{}:{}: CRC-32 does not match the stored bytes", name, m.name));
     }
     report.bytes_hashed += m.size;
   }
@@ -55,14 +56,18 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
   const auto* pm = by_name["program.ptg"];
   if (!attempt(problems, [&] {
         if (pm->size > Limits::max_program_bytes) fail_input("{}:program.ptg: too large", name);
-        program = read_program_binary(file->read_range(pm->data_offset, pm->size), name + ":program.ptg");
+        program =
+            read_program_binary(file->read_range(pm->data_offset, pm->size), name + ":program.ptg");
       })) {
     return;
   }
   TensorTable data;
   if (by_name.count("program.safetensors")) {
     const auto* w = by_name["program.safetensors"];
-    attempt(problems, [&] { data = safetensors::read(file, w->data_offset, w->size, name + ":program.safetensors").tensors; });
+    attempt(problems, [&] {
+      data =
+          safetensors::read(file, w->data_offset, w->size, name + ":program.safetensors").tensors;
+    });
   }
   auto keys = analyze_program_keys(*program);
   std::map<std::string, std::string> aliases;
@@ -72,26 +77,33 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
     attempt(problems, [&] {
       if (a->size > Limits::max_header_bytes) fail_input("{}: too large", context);
       auto json = parse_json_strict(as_text(file->read_range(a->data_offset, a->size)), context);
-      if (!json.is_object() || json.empty()) fail_input("{}: expected a non-empty object of alias -> owner", context);
+      if (!json.is_object() || json.empty())
+        fail_input("{}: expected a non-empty object of alias -> owner", context);
       for (const auto& [alias, owner] : json.items()) {
-        if (!owner.is_string()) fail_input("{}: owner of {} is not a string", context, quote(alias));
+        if (!owner.is_string())
+          fail_input("{}: owner of {} is not a string", context, quote(alias));
         aliases.emplace(alias, owner.get<std::string>());
       }
     });
-      for (const auto& [alias, owner] : aliases) {
+    for (const auto& [alias, owner] : aliases) {
       auto o = data.find(owner);
-      if (data.count(alias)) problems.push_back(fmt::format("{}: alias {} is also stored", context, quote(alias)));
-      if (aliases.count(owner)) problems.push_back(fmt::format("{}: owner {} is itself an alias", context, quote(owner)));
+      if (data.count(alias))
+        problems.push_back(fmt::format("{}: alias {} is also stored", context, quote(alias)));
+      if (aliases.count(owner))
+        problems.push_back(fmt::format("{}: owner {} is itself an alias", context, quote(owner)));
       if (keys.mutated.count(alias) || keys.mutated.count(owner)) {
-        problems.push_back(fmt::format("{}: state key in alias {} -> {} (state keys are never deduplicated)", context,
-                                       quote(alias), quote(owner)));
+        problems.push_back(
+            fmt::format("{}: state key in alias {} -> {} (state keys are never deduplicated)",
+                        context, quote(alias), quote(owner)));
       }
       if (!(owner < alias)) {
-        problems.push_back(fmt::format("{}: owner {} is not the smallest key of its group (alias {})", context,
-                                       quote(owner), quote(alias)));
+        problems.push_back(
+            fmt::format("{}: owner {} is not the smallest key of its group (alias {})", context,
+                        quote(owner), quote(alias)));
       }
       if (o == data.end()) {
-        problems.push_back(fmt::format("{}: owner {} of {} is not stored", context, quote(owner), quote(alias)));
+        problems.push_back(
+            fmt::format("{}: owner {} of {} is not stored", context, quote(owner), quote(alias)));
         continue;
       }
       data.emplace(alias, o->second);
@@ -112,10 +124,12 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
     const auto& t = data.at(stored[i]);
     report.tensors_checked++;
     if (keys.mutated.count(stored[i])) continue;
-    auto [it, fresh] = seen.emplace(std::make_tuple(digests[i], static_cast<int>(t.dtype), t.shape), stored[i]);
+    auto [it, fresh] =
+        seen.emplace(std::make_tuple(digests[i], static_cast<int>(t.dtype), t.shape), stored[i]);
     if (!fresh) {
-      problems.push_back(fmt::format("{}: keys {} and {} hold identical tensors but are both stored", name,
-                                     quote(it->second), quote(stored[i])));
+      problems.push_back(
+          fmt::format("{}: keys {} and {} hold identical tensors but are both stored", name,
+                      quote(it->second), quote(stored[i])));
     }
   }
 }
@@ -128,7 +142,8 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
   VerifyReport report;
   report.artifact = path.string();
   std::error_code missing;
-  if (!fs::exists(path, missing)) fail(ErrorCode::io, "{}: no such file or directory", path.string());
+  if (!fs::exists(path, missing))
+    fail(ErrorCode::io, "{}: no such file or directory", path.string());
   try {
     std::error_code ec;
     auto filename = path.filename().string();
@@ -164,17 +179,20 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
 std::string render_verify_text(const VerifyReport& r) {
   std::string out;
   if (r.ok()) {
-    out += fmt::format("ok: {} ({}): {} files, {} tensors, {} bytes hashed\n", r.artifact, r.kind, r.files_checked,
-                       r.tensors_checked, r.bytes_hashed);
+    out += fmt::format("ok: {} ({}): {} files, {} tensors, {} bytes hashed\n", r.artifact, r.kind,
+                       r.files_checked, r.tensors_checked, r.bytes_hashed);
   }
   return out;
 }
 
 std::string render_verify_json(const VerifyReport& r) {
-  nlohmann::json j{{"artifact", r.artifact},         {"kind", r.kind},
-                           {"ok", r.ok()},                   {"problems", r.problems},
-                           {"files_checked", r.files_checked}, {"tensors_checked", r.tensors_checked},
-                           {"bytes_hashed", r.bytes_hashed}};
+  nlohmann::json j{{"artifact", r.artifact},
+                   {"kind", r.kind},
+                   {"ok", r.ok()},
+                   {"problems", r.problems},
+                   {"files_checked", r.files_checked},
+                   {"tensors_checked", r.tensors_checked},
+                   {"bytes_hashed", r.bytes_hashed}};
   return json_text(j);
 }
 

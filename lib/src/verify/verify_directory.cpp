@@ -19,7 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 // What one shard file holds, as read back.
 struct ShardContents {
   bool readable = false;
@@ -38,7 +37,8 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
         auto file = open_inside(paths.dir, "manifest.json", paths.dir.string());
         if (file->size() > Limits::max_header_bytes) fail_input("{}: manifest too large", mname);
         auto raw = file->read_range(0, file->size());
-        m = parse_manifest(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()), mname);
+        m = parse_manifest(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()),
+                           mname);
       })) {
     return;
   }
@@ -49,16 +49,20 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   std::set<std::string> expected{"manifest.json", m.program.file};
   if (!ptd_format) expected.insert("model.safetensors.index.json");
   for (const auto& s : m.shards) {
-    if (!expected.insert(s.file).second) problems.push_back(fmt::format("{}: shard {} is listed twice", mname, s.file));
+    if (!expected.insert(s.file).second)
+      problems.push_back(fmt::format("{}: shard {} is listed twice", mname, s.file));
   }
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(paths.dir, ec)) {
     auto name = entry.path().filename().string();
     if (!expected.count(name)) {
-      problems.push_back(fmt::format("{}: stray file not listed in the manifest", entry.path().string()));
+      problems.push_back(
+          fmt::format("{}: stray file not listed in the manifest", entry.path().string()));
     }
   }
-  if (ec) problems.push_back(fmt::format("{}: cannot list directory: {}", paths.dir.string(), ec.message()));
+  if (ec)
+    problems.push_back(
+        fmt::format("{}: cannot list directory: {}", paths.dir.string(), ec.message()));
 
   // Program.
   ProgramPtr program;
@@ -66,7 +70,8 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     auto file = open_inside(paths.dir, m.program.file, mname);
     ++report.files_checked;
     if (file->size() != m.program.size) {
-      problems.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(), file->size(), m.program.size));
+      problems.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(),
+                                     file->size(), m.program.size));
     }
     if (file->size() > Limits::max_program_bytes) fail_input("{}: program too large", file->name());
     auto bytes = file->read_range(0, file->size());
@@ -86,16 +91,22 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     attempt(out, [&] {
       auto file = open_inside(paths.dir, s.file, mname);
       if (file->size() != s.size) {
-        out.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(), file->size(), s.size));
+        out.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(),
+                                  file->size(), s.size));
       }
       std::vector<uint8_t> buffer(kChunkBytes);
       Sha256 hasher;
-      for_each_chunk(ByteRange{file, 0, file->size()}, buffer, [&](std::span<const uint8_t> c) { hasher.update(c); });
+      for_each_chunk(ByteRange{file, 0, file->size()}, buffer,
+                     [&](std::span<const uint8_t> c) { hasher.update(c); });
       auto hex = to_hex(hasher.finish());
-      if (hex != s.sha256) out.push_back(fmt::format("{}: SHA-256 differs from the manifest (file changed)", file->name()));
+      if (hex != s.sha256)
+        out.push_back(
+            fmt::format("{}: SHA-256 differs from the manifest (file changed)", file->name()));
       auto suffix = fmt::format("-{}{}", hex.substr(0, 16), ext);
-      if (s.file.size() < suffix.size() || s.file.compare(s.file.size() - suffix.size(), suffix.size(), suffix) != 0) {
-        out.push_back(fmt::format("{}: name does not end in {} (content-addressed name)", file->name(), suffix));
+      if (s.file.size() < suffix.size() ||
+          s.file.compare(s.file.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        out.push_back(fmt::format("{}: name does not end in {} (content-addressed name)",
+                                  file->name(), suffix));
       }
       auto& c = contents[i];
       if (ptd_format) {
@@ -108,20 +119,23 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
       }
       c.readable = true;
       if (c.payload != s.payload_bytes) {
-        out.push_back(fmt::format("{}: payload {} differs from the manifest's {}", file->name(), c.payload, s.payload_bytes));
+        out.push_back(fmt::format("{}: payload {} differs from the manifest's {}", file->name(),
+                                  c.payload, s.payload_bytes));
       }
       if (m.max_shard_bytes) {
         uint64_t measured = m.cap_mode == "file" ? file->size() : c.payload;
         if (measured > *m.max_shard_bytes) {
-          out.push_back(fmt::format("{}: {} {} bytes exceed the cap {}", file->name(), m.cap_mode == "file" ? "file of" : "payload of",
-                                    measured, *m.max_shard_bytes));
+          out.push_back(fmt::format("{}: {} {} bytes exceed the cap {}", file->name(),
+                                    m.cap_mode == "file" ? "file of" : "payload of", measured,
+                                    *m.max_shard_bytes));
         }
       }
       std::vector<std::string> file_keys;
       for (const auto& [k, t] : c.tensors) file_keys.push_back(k);
       if (file_keys != s.keys) {
-        out.push_back(fmt::format("{}: keys in the file differ from the manifest's list ({} in file, {} listed)",
-                                  file->name(), file_keys.size(), s.keys.size()));
+        out.push_back(fmt::format(
+            "{}: keys in the file differ from the manifest's list ({} in file, {} listed)",
+            file->name(), file_keys.size(), s.keys.size()));
       }
     });
   });
@@ -144,7 +158,8 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     const auto& c = contents[si->second];
     if (!c.readable) continue;
     const TensorData* found = nullptr;
-    if (auto it = c.tensors.find(key); it != c.tensors.end()) found = &it->second;
+    if (auto it = c.tensors.find(key); it != c.tensors.end())
+      found = &it->second;
     else if (!ptd_format && t.alias_of) {
       if (auto o = c.tensors.find(*t.alias_of); o != c.tensors.end()) found = &o->second;
     }
@@ -153,18 +168,24 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
       continue;
     }
     if (found->dtype != t.dtype || found->shape != t.shape || found->bytes.size != t.nbytes) {
-      problems.push_back(fmt::format("{}: manifest says {} [{}] {} bytes but {} holds {} [{}] {} bytes", where,
-                                     dtype_name(t.dtype), fmt::join(t.shape, ", "), t.nbytes, t.shard,
-                                     dtype_name(found->dtype), fmt::join(found->shape, ", "), found->bytes.size));
+      problems.push_back(
+          fmt::format("{}: manifest says {} [{}] {} bytes but {} holds {} [{}] {} bytes", where,
+                      dtype_name(t.dtype), fmt::join(t.shape, ", "), t.nbytes, t.shard,
+                      dtype_name(found->dtype), fmt::join(found->shape, ", "), found->bytes.size));
     }
     if (t.alias_of) {
       auto owner = m.tensors.find(*t.alias_of);
       if (owner == m.tensors.end() || owner->second.alias_of) {
-        problems.push_back(fmt::format("{}: alias_of {} is not a stored owner", where, quote(*t.alias_of)));
-      } else if (owner->second.sha256 != t.sha256 || owner->second.shard != t.shard || !(key > *t.alias_of)) {
-        problems.push_back(fmt::format("{}: alias_of {} disagrees (digest, shard or owner order)", where, quote(*t.alias_of)));
+        problems.push_back(
+            fmt::format("{}: alias_of {} is not a stored owner", where, quote(*t.alias_of)));
+      } else if (owner->second.sha256 != t.sha256 || owner->second.shard != t.shard ||
+                 !(key > *t.alias_of)) {
+        problems.push_back(fmt::format("{}: alias_of {} disagrees (digest, shard or owner order)",
+                                       where, quote(*t.alias_of)));
       }
-      if (t.is_mutable) problems.push_back(fmt::format("{}: state key is an alias (state is never deduplicated)", where));
+      if (t.is_mutable)
+        problems.push_back(
+            fmt::format("{}: state key is an alias (state is never deduplicated)", where));
     }
     data.emplace(key, *found);
     hashed_keys.push_back(key);
@@ -173,7 +194,8 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   for (size_t i = 0; i < m.shards.size(); ++i) {
     for (const auto& [key, t] : contents[i].tensors) {
       if (!m.tensors.count(key)) {
-        problems.push_back(fmt::format("{}: key {} in {} is not in the manifest", mname, quote(key), m.shards[i].file));
+        problems.push_back(fmt::format("{}: key {} in {} is not in the manifest", mname, quote(key),
+                                       m.shards[i].file));
       }
     }
   }
@@ -182,7 +204,8 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     report.bytes_hashed += ranges[i].size;
     ++report.tensors_checked;
     if (to_hex(digests[i]) != m.tensors.at(hashed_keys[i]).sha256) {
-      problems.push_back(fmt::format("{}: tensor {}: bytes do not match the manifest's SHA-256", mname, quote(hashed_keys[i])));
+      problems.push_back(fmt::format("{}: tensor {}: bytes do not match the manifest's SHA-256",
+                                     mname, quote(hashed_keys[i])));
     }
   }
 
@@ -193,25 +216,32 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     total += s.payload_bytes;
     for (const auto& k : s.keys) weight_map.emplace(k, s.file);
   }
-  if (weight_map != m.weight_map) problems.push_back(fmt::format("{}: weight_map does not match the shards' keys", mname));
-  if (total != m.total_size) problems.push_back(fmt::format("{}: metadata.total_size {} differs from the shards' payload {}", mname, m.total_size, total));
+  if (weight_map != m.weight_map)
+    problems.push_back(fmt::format("{}: weight_map does not match the shards' keys", mname));
+  if (total != m.total_size)
+    problems.push_back(fmt::format("{}: metadata.total_size {} differs from the shards' payload {}",
+                                   mname, m.total_size, total));
   if (!ptd_format) {
     attempt(problems, [&] {
       auto file = open_inside(paths.dir, "model.safetensors.index.json", mname);
       auto raw = file->read_range(0, std::min<uint64_t>(file->size(), Limits::max_header_bytes));
       auto expected_index = safetensors::index_json(total, weight_map);
       if (std::string(raw.begin(), raw.end()) != expected_index) {
-        problems.push_back(fmt::format("{}: does not match the manifest's weight_map", file->name()));
+        problems.push_back(
+            fmt::format("{}: does not match the manifest's weight_map", file->name()));
       }
     });
   }
   if (!program) return;
   auto keys = analyze_program_keys(*program);
   std::vector<std::string> state(keys.mutated.begin(), keys.mutated.end());
-  if (state != m.state) problems.push_back(fmt::format("{}: state list differs from the program's mutable keys", mname));
+  if (state != m.state)
+    problems.push_back(
+        fmt::format("{}: state list differs from the program's mutable keys", mname));
   for (const auto& [key, t] : m.tensors) {
     if (t.is_mutable != (keys.mutated.count(key) > 0)) {
-      problems.push_back(fmt::format("{}: tensor {}: mutable flag disagrees with the program", mname, quote(key)));
+      problems.push_back(
+          fmt::format("{}: tensor {}: mutable flag disagrees with the program", mname, quote(key)));
     }
   }
   check_packed_program(*program, keys, data, m.program.file, problems);

@@ -14,6 +14,7 @@ struct DumpOptions {
 
 // Opens any artifact (package, directory, manifest, program with its data,
 // .ptd, .safetensors, index) and renders it. Throws Error on unreadable input.
-[[nodiscard]] std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& options);
+[[nodiscard]] std::string dump_artifact(const std::filesystem::path& path,
+                                        const DumpOptions& options);
 
 }  // namespace ptepack

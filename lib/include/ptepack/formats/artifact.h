@@ -26,10 +26,10 @@ enum class ArtifactKind {
 
 struct Artifact {
   ArtifactKind kind = ArtifactKind::program;
-  std::string name;                 // as given, for messages
-  std::filesystem::path root;       // the file, or the output directory
-  ProgramPtr program;               // null for pure data files
-  TensorTable data;                 // every readable key; aliases point at their owner's bytes
+  std::string name;            // as given, for messages
+  std::filesystem::path root;  // the file, or the output directory
+  ProgramPtr program;          // null for pure data files
+  TensorTable data;            // every readable key; aliases point at their owner's bytes
   std::map<std::string, std::string> aliases;  // alias key -> owner key
   std::optional<Manifest> manifest;            // directory artifacts
   std::vector<std::string> data_files;         // data sources read (program artifacts)

@@ -37,13 +37,13 @@ struct ManifestTensor {
 
 struct Manifest {
   ManifestProgram program;
-  std::string shard_format;                // "ptd" or "safetensors"
+  std::string shard_format;                 // "ptd" or "safetensors"
   std::optional<uint64_t> max_shard_bytes;  // null when uncapped
-  std::string cap_mode;                    // "file" or "payload"
+  std::string cap_mode;                     // "file" or "payload"
   std::vector<ManifestShard> shards;
   std::map<std::string, ManifestTensor> tensors;
-  std::vector<std::string> state;          // every state key, with or without data
-  uint64_t total_size = 0;                 // metadata.total_size
+  std::vector<std::string> state;  // every state key, with or without data
+  uint64_t total_size = 0;         // metadata.total_size
   std::map<std::string, std::string> weight_map;
 };
 

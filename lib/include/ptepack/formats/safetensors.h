@@ -65,5 +65,4 @@ uint64_t head_bound_entry(std::string_view key, uint64_t rank);
 // pretty-printed with 2-space indent, keys sorted, trailing newline.
 std::string index_json(uint64_t total_size, const std::map<std::string, std::string>& weight_map);
 
-
 }  // namespace ptepack::safetensors

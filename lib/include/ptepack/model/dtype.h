@@ -9,8 +9,19 @@ namespace ptepack {
 
 // Values are the Program (.ptg) ScalarType ids.
 enum class DType : uint8_t {
-  BYTE = 0, CHAR = 1, SHORT = 2, INT = 3, LONG = 4, HALF = 5, FLOAT = 6, DOUBLE = 7,
-  BOOL = 11, BFLOAT16 = 15, UINT16 = 16, UINT32 = 17, UINT64 = 18,
+  BYTE = 0,
+  CHAR = 1,
+  SHORT = 2,
+  INT = 3,
+  LONG = 4,
+  HALF = 5,
+  FLOAT = 6,
+  DOUBLE = 7,
+  BOOL = 11,
+  BFLOAT16 = 15,
+  UINT16 = 16,
+  UINT32 = 17,
+  UINT64 = 18,
 };
 
 // Program ScalarType name ("FLOAT"), as the manifest and dump print it.

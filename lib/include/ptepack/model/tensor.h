@@ -38,9 +38,9 @@ struct Limits {
   static constexpr uint64_t max_key_length = 4096;
   static constexpr uint64_t max_keys = 10'000'000;
   static constexpr uint64_t max_rank = 32;
-  static constexpr uint64_t max_header_bytes = 256ULL << 20;   // JSON/flatbuffer headers
-  static constexpr uint64_t max_program_bytes = 1ULL << 30;    // a .ptg flatbuffer
-  static constexpr int max_graph_depth = 32;                   // nested GraphArg subgraphs
+  static constexpr uint64_t max_header_bytes = 256ULL << 20;  // JSON/flatbuffer headers
+  static constexpr uint64_t max_program_bytes = 1ULL << 30;   // a .ptg flatbuffer
+  static constexpr int max_graph_depth = 32;                  // nested GraphArg subgraphs
   static constexpr int max_json_depth = 64;
 };
 

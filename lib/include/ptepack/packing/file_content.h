@@ -29,8 +29,8 @@ struct FileContent {
 };
 
 struct StreamOptions {
-  bool sha256 = false;                                 // digest of the whole file
-  std::optional<std::pair<uint64_t, uint64_t>> crc;    // CRC-32 of [begin, end)
+  bool sha256 = false;                               // digest of the whole file
+  std::optional<std::pair<uint64_t, uint64_t>> crc;  // CRC-32 of [begin, end)
   unsigned jobs = 1;  // >1 splits the file into parallel slices (not with sha256)
 };
 
@@ -42,7 +42,7 @@ struct StreamResult {
 // Writes every piece into `out` (gaps are left as holes, which read as zeros,
 // but are fed to the digests as zeros). Digest and CRC cover exactly the
 // file's bytes [0, content.size); the caller patches headers, then finish()es.
-StreamResult write_content(OutputFile& out, const FileContent& content, const StreamOptions& options,
-                           Progress* progress);
+StreamResult write_content(OutputFile& out, const FileContent& content,
+                           const StreamOptions& options, Progress* progress);
 
 }  // namespace ptepack

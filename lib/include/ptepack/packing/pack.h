@@ -38,7 +38,7 @@ struct PackOptions {
 };
 
 struct ShardSummary {
-  std::string file;  // empty in a dry run (names come from the written bytes)
+  std::string file;   // empty in a dry run (names come from the written bytes)
   uint64_t size = 0;  // exact when written; the planner's bound in a dry run
   uint64_t payload_bytes = 0;
   std::vector<std::string> keys;
@@ -53,10 +53,10 @@ struct PackSummary {
   std::vector<KeyRename> renames;
   std::vector<std::string> state;
   std::map<std::string, std::string> aliases;  // alias -> owner
-  uint64_t tensors = 0;         // keys with data
-  uint64_t unique_tensors = 0;  // stored contents
-  uint64_t logical_bytes = 0;   // sum of every key's bytes
-  uint64_t stored_bytes = 0;    // unique bytes stored
+  uint64_t tensors = 0;                        // keys with data
+  uint64_t unique_tensors = 0;                 // stored contents
+  uint64_t logical_bytes = 0;                  // sum of every key's bytes
+  uint64_t stored_bytes = 0;                   // unique bytes stored
   uint64_t dropped_keys = 0;
   uint64_t dropped_bytes = 0;
   std::vector<ShardSummary> shards;

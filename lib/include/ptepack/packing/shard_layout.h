@@ -12,12 +12,12 @@ namespace ptepack {
 struct ShardLayout {
   std::string head;  // bytes from offset 0 (header and its padding)
   struct Placement {
-    uint64_t offset;      // absolute file offset
-    size_t tensor;        // index of the tensor whose bytes go there (a group owner)
+    uint64_t offset;  // absolute file offset
+    size_t tensor;    // index of the tensor whose bytes go there (a group owner)
   };
   std::vector<Placement> placements;  // ascending offsets
   uint64_t file_size = 0;
-  std::vector<std::string> keys;      // sorted; every key readable from the file by name
+  std::vector<std::string> keys;  // sorted; every key readable from the file by name
 };
 
 // Lays out the shard holding `shard_groups` (indices into `groups`, in

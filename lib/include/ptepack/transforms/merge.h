@@ -28,16 +28,17 @@ struct KeyRename {
 };
 
 struct MergedProgram {
-  ProgramPtr program;                 // methods in input order, keys in final form
-  TensorTable tensors;                // final key -> data, for every referenced key with data
-  std::set<std::string> state;        // every state key, with or without data
-  std::vector<KeyRename> renames;     // keys that changed, per method, first-reference order
-  uint64_t dropped_keys = 0;          // input data no final key references
+  ProgramPtr program;              // methods in input order, keys in final form
+  TensorTable tensors;             // final key -> data, for every referenced key with data
+  std::set<std::string> state;     // every state key, with or without data
+  std::vector<KeyRename> renames;  // keys that changed, per method, first-reference order
+  uint64_t dropped_keys = 0;       // input data no final key references
   uint64_t dropped_bytes = 0;
 };
 
 // The final name of data key `key` referenced by `method` (DESIGN rules 2-4).
-[[nodiscard]] std::string final_key(const std::string& method, const std::string& key, bool is_mutable);
+[[nodiscard]] std::string final_key(const std::string& method, const std::string& key,
+                                    bool is_mutable);
 // "state/K" for K, or K itself when already in that form.
 [[nodiscard]] std::string state_key(const std::string& key);
 

@@ -15,7 +15,8 @@ struct KeyUse {
   std::set<KeyRole> roles;
   // Read as a tensor (constant, scale or zero point): needs data.
   [[nodiscard]] bool needs_data() const {
-    return roles.count(KeyRole::constant) || roles.count(KeyRole::scale) || roles.count(KeyRole::zero_point);
+    return roles.count(KeyRole::constant) || roles.count(KeyRole::scale) ||
+           roles.count(KeyRole::zero_point);
   }
 };
 

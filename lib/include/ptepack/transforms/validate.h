@@ -29,11 +29,14 @@ namespace ptepack {
 // [min, max], byte length); `where` starts the message.
 [[nodiscard]] std::string tensor_data_problem(const nb::TensorMetaT& meta, const TensorData& data,
                                               const std::string& where);
-[[nodiscard]] std::string constant_data_problem(const nb::NamedTensorRefT& constant, const TensorData& data,
-                                                const std::string& method, const std::string& context);
+[[nodiscard]] std::string constant_data_problem(const nb::NamedTensorRefT& constant,
+                                                const TensorData& data, const std::string& method,
+                                                const std::string& context);
 // AffineGroup scale / zero-point data must have the dtype the group declares.
-[[nodiscard]] std::vector<std::string> quant_data_problems(const nb::TensorMetaT& meta, const std::string& tensor,
-                                                           const TensorTable& data, const std::string& method,
+[[nodiscard]] std::vector<std::string> quant_data_problems(const nb::TensorMetaT& meta,
+                                                           const std::string& tensor,
+                                                           const TensorTable& data,
+                                                           const std::string& method,
                                                            const std::string& context);
 
 // A mutable buffer's dtype and shape must agree across the methods that declare it.
@@ -41,19 +44,21 @@ class BufferDeclarations {
  public:
   // Records `meta` for state key `key` as declared by `method`; returns the
   // problem when an earlier method declared something else.
-  [[nodiscard]] std::string add(const std::string& key, const nb::TensorMetaT& meta, const std::string& method);
+  [[nodiscard]] std::string add(const std::string& key, const nb::TensorMetaT& meta,
+                                const std::string& method);
   // Adds every declaration of the method: mutable constants (keyed through
   // `key_of`) and MutableBufferSpecs (their tensor_values entry).
   template <typename KeyOf>
-  void add_method(const nb::MethodT& method, const std::set<std::string>& mutable_keys, KeyOf&& key_of,
-                  std::vector<std::string>& problems) {
+  void add_method(const nb::MethodT& method, const std::set<std::string>& mutable_keys,
+                  KeyOf&& key_of, std::vector<std::string>& problems) {
     for (const auto& c : method.constants) {
       if (!mutable_keys.count(key_of(c->data_key))) continue;
       push(add(key_of(c->data_key), *c->meta, method.name), problems);
     }
     for (const auto& buffer : method.mutable_buffers) {
       for (const auto& tv : method.graph->tensor_values) {
-        if (tv->name == buffer->name) push(add(key_of(buffer->fqn), *tv->meta, method.name), problems);
+        if (tv->name == buffer->name)
+          push(add(key_of(buffer->fqn), *tv->meta, method.name), problems);
       }
     }
   }

@@ -24,7 +24,8 @@ struct VerifyReport {
 
 // Never throws for a bad artifact: every problem found is listed in the
 // report. Throws Error (io) only when `path` does not exist.
-[[nodiscard]] VerifyReport verify_artifact(const std::filesystem::path& path, const VerifyOptions& options);
+[[nodiscard]] VerifyReport verify_artifact(const std::filesystem::path& path,
+                                           const VerifyOptions& options);
 
 [[nodiscard]] std::string render_verify_text(const VerifyReport& report);
 [[nodiscard]] std::string render_verify_json(const VerifyReport& report);
