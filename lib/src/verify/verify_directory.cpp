@@ -83,7 +83,6 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
 
   // Shards: hash whole files in parallel, read their tables, check names, payloads and caps.
   std::vector<ShardContents> contents(m.shards.size());
-  std::vector<std::string> shard_problems[2];
   std::vector<std::vector<std::string>> per_shard(m.shards.size());
   parallel_for(m.shards.size(), effective_jobs(options.jobs), [&](size_t i) {
     const auto& s = m.shards[i];
