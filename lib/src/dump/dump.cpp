@@ -248,22 +248,32 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
       if (options.graph) out += graph_text(*m->graph, 6);
     }
   }
+  // Columns sized for a terminal: long keys are shortened in the middle, owners
+  // of aliases and shard names are listed below (--json has everything whole).
   size_t width = 16;
-  for (const auto& r : rows) width = std::max(width, std::min<size_t>(r.key.size(), 48));
+  for (const auto& r : rows) width = std::max(width, std::min<size_t>(r.key.size(), 44));
+  std::map<std::string, size_t> shard_number;
+  if (artifact.manifest) {
+    for (const auto& s : artifact.manifest->shards) shard_number.emplace(s.file, shard_number.size() + 1);
+  }
   line(fmt::format("\ntensors: {}", rows.size()));
   if (!rows.empty()) {
-    line(fmt::format("  {:<{}}  {:<8} {:<16} {:>12}  {:<12}  {}", "key", width, "dtype", "shape",
+    line(fmt::format("  {:<{}}  {:<8} {:<14} {:>11}  {:<12}  {}", "key", width, "dtype", "shape",
                      "bytes", "sha256", "flags"));
   }
   for (const auto& r : rows) {
-    std::string flags;
-    if (r.is_mutable) flags += "state ";
-    if (!r.alias_of.empty()) flags += "alias-of:" + r.alias_of + " ";
-    if (!r.referenced) flags += "unreferenced ";
-    if (!r.shard.empty()) flags += "@" + r.shard;
-    line(fmt::format("  {:<{}}  {:<8} {:<16} {:>12}  {:<12}  {}", shorten(r.key, width), width,
-                     dtype_name(r.data->dtype), shorten(shape_text(r.data->shape), 16),
-                     r.data->bytes.size, r.sha256.substr(0, 12), flags));
+    std::vector<std::string> flags;
+    if (!r.shard.empty()) flags.push_back(fmt::format("shard {}", shard_number[r.shard]));
+    if (r.is_mutable) flags.emplace_back("state");
+    if (!r.alias_of.empty()) flags.emplace_back("alias");
+    if (!r.referenced) flags.emplace_back("unreferenced");
+    line(fmt::format("  {:<{}}  {:<8} {:<14} {:>11}  {:<12}  {}", shorten(r.key, width), width,
+                     dtype_name(r.data->dtype), shorten(shape_text(r.data->shape), 14),
+                     r.data->bytes.size, r.sha256.substr(0, 12), fmt::join(flags, ", ")));
+  }
+  if (!artifact.aliases.empty()) {
+    line(fmt::format("\naliases: {} (bytes stored under the owner)", artifact.aliases.size()));
+    for (const auto& [alias, owner] : artifact.aliases) line(fmt::format("  {} -> {}", alias, owner));
   }
   if (artifact.program) {
     line(fmt::format("\nstate keys: {}", state.size()));
@@ -277,7 +287,8 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
                                        : std::string("none")));
     for (const auto& s : m.shards) {
       uint64_t measured = m.cap_mode == "file" ? s.size : s.payload_bytes;
-      line(fmt::format("  {:<40} {:>12} bytes  payload {:>12}  fill {:>6}  {} keys", s.file, s.size,
+      line(fmt::format("  #{:<3} {:<36} {:>12} bytes  payload {:>12}  fill {:>6}  {} keys",
+                       shard_number[s.file], s.file, s.size,
                        s.payload_bytes,
                        m.max_shard_bytes ? percent(measured, *m.max_shard_bytes) : std::string("-"),
                        s.keys.size()));
