@@ -12,7 +12,7 @@ namespace {
 
 MergeInput fixture_input(const std::string& stem) {
   auto a = load_artifact(test::data_path(stem + ".json"));
-  return MergeInput{a.name, std::move(a.program), std::move(a.data), std::nullopt, true};
+  return MergeInput{a.name, std::move(a.program), std::move(a.data), std::nullopt};
 }
 
 std::vector<MergeInput> both() {
@@ -123,8 +123,7 @@ TEST_CASE("merging the fixtures applies every naming rule") {
 TEST_CASE("merging an already merged program renames nothing") {
   auto merged = merge_programs(both());
   std::vector<MergeInput> again;
-  again.push_back(
-      MergeInput{"packed", std::move(merged.program), merged.tensors, std::nullopt, true});
+  again.push_back(MergeInput{"packed", std::move(merged.program), merged.tensors, std::nullopt});
   auto twice = merge_programs(std::move(again));
   CHECK(twice.renames.empty());
   CHECK(twice.tensors.size() == 11);
@@ -229,8 +228,7 @@ TEST_CASE("rejections name the method and keys") {
     auto a = load_artifact(test::data_path("two_methods.json"),
                            {test::data_path("prefill.safetensors")});
     std::vector<MergeInput> inputs;
-    inputs.push_back(
-        MergeInput{a.name, std::move(a.program), std::move(a.data), std::string("x"), true});
+    inputs.push_back(MergeInput{a.name, std::move(a.program), std::move(a.data), std::string("x")});
     require_error(std::move(inputs), ErrorCode::usage, {"2 methods"});
   }
 }

@@ -13,6 +13,7 @@
 #include "ptepack/formats/artifact.h"
 #include "ptepack/hash/parallel_hash.h"
 #include "ptepack/transforms/program_keys.h"
+#include "ptepack/transforms/validate.h"
 
 namespace ptepack {
 namespace {
@@ -30,18 +31,6 @@ struct KeyRow {
 };
 
 std::string shape_text(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
-
-std::string meta_text(const nb::TensorMetaT& meta) {
-  std::string dims;
-  for (const auto& d : meta.sizes) {
-    if (!dims.empty()) dims += ", ";
-    dims += d->min == d->max
-                ? std::to_string(d->min)
-                : fmt::format("{}..{}", d->min,
-                              d->max < 0 ? std::string("inf") : std::to_string(d->max));
-  }
-  return fmt::format("{} [{}]", dtype_name(static_cast<DType>(meta.dtype)), dims);
-}
 
 const nb::TensorMetaT* find_meta(const nb::GraphT& graph, const std::string& name) {
   for (const auto& tv : graph.tensor_values) {
@@ -62,13 +51,13 @@ ordered method_json(const nb::MethodT& m, bool graph) {
   ordered inputs = ordered::array();
   for (const auto& name : m.graph->inputs) {
     const auto* meta = find_meta(*m.graph, name);
-    inputs.push_back({{"name", name}, {"meta", meta ? meta_text(*meta) : std::string()}});
+    inputs.push_back({{"name", name}, {"meta", meta ? describe_meta(*meta) : std::string()}});
   }
   j["inputs"] = inputs;
   ordered outputs = ordered::array();
   for (const auto& name : m.graph->outputs) {
     const auto* meta = find_meta(*m.graph, name);
-    outputs.push_back({{"name", name}, {"meta", meta ? meta_text(*meta) : std::string()}});
+    outputs.push_back({{"name", name}, {"meta", meta ? describe_meta(*meta) : std::string()}});
   }
   j["outputs"] = outputs;
   ordered specs = ordered::array();
@@ -83,7 +72,7 @@ ordered method_json(const nb::MethodT& m, bool graph) {
                          {"key", c->data_key},
                          {"kind", nb::EnumNameInputKind(c->kind)},
                          {"mutated", c->mutated},
-                         {"meta", meta_text(*c->meta)},
+                         {"meta", describe_meta(*c->meta)},
                          {"quantized", c->meta->quant != nullptr}});
   }
   j["constants"] = constants;
@@ -226,7 +215,7 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
                        m->mutable_buffers.size()));
       for (const auto& name : m->graph->inputs) {
         const auto* meta = find_meta(*m->graph, name);
-        line(fmt::format("    input   {} {}", name, meta ? meta_text(*meta) : ""));
+        line(fmt::format("    input   {} {}", name, meta ? describe_meta(*meta) : ""));
       }
       for (const auto& name : m->graph->outputs) {
         const auto* meta = find_meta(*m->graph, name);
@@ -237,7 +226,7 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
                        ? nb::EnumNameOutputKind(s->kind)
                        : fmt::format("{} -> {}", nb::EnumNameOutputKind(s->kind), s->target);
         }
-        line(fmt::format("    output  {} {} {}", name, meta ? meta_text(*meta) : "", kind));
+        line(fmt::format("    output  {} {} {}", name, meta ? describe_meta(*meta) : "", kind));
       }
       for (const auto& c : m->constants) {
         line(fmt::format("    binds   {} <- {}{}", c->name, c->data_key,
@@ -254,7 +243,8 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
   for (const auto& r : rows) width = std::max(width, std::min<size_t>(r.key.size(), 44));
   std::map<std::string, size_t> shard_number;
   if (artifact.manifest) {
-    for (const auto& s : artifact.manifest->shards) shard_number.emplace(s.file, shard_number.size() + 1);
+    for (const auto& s : artifact.manifest->shards)
+      shard_number.emplace(s.file, shard_number.size() + 1);
   }
   line(fmt::format("\ntensors: {}", rows.size()));
   if (!rows.empty()) {
@@ -273,7 +263,8 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
   }
   if (!artifact.aliases.empty()) {
     line(fmt::format("\naliases: {} (bytes stored under the owner)", artifact.aliases.size()));
-    for (const auto& [alias, owner] : artifact.aliases) line(fmt::format("  {} -> {}", alias, owner));
+    for (const auto& [alias, owner] : artifact.aliases)
+      line(fmt::format("  {} -> {}", alias, owner));
   }
   if (artifact.program) {
     line(fmt::format("\nstate keys: {}", state.size()));
@@ -288,8 +279,7 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
     for (const auto& s : m.shards) {
       uint64_t measured = m.cap_mode == "file" ? s.size : s.payload_bytes;
       line(fmt::format("  #{:<3} {:<36} {:>12} bytes  payload {:>12}  fill {:>6}  {} keys",
-                       shard_number[s.file], s.file, s.size,
-                       s.payload_bytes,
+                       shard_number[s.file], s.file, s.size, s.payload_bytes,
                        m.max_shard_bytes ? percent(measured, *m.max_shard_bytes) : std::string("-"),
                        s.keys.size()));
     }

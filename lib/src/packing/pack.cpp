@@ -119,8 +119,8 @@ PackSummary pack(const PackOptions& options) {
     }
     input_paths.push_back(spec.path);
     for (const auto& d : artifact.data_files) input_paths.emplace_back(d);
-    MergeInput in{artifact.name, std::move(artifact.program), std::move(artifact.data), spec.method,
-                  true};
+    MergeInput in{artifact.name, std::move(artifact.program), std::move(artifact.data),
+                  spec.method};
     merge_inputs.push_back(std::move(in));
   }
   if (!options.dry_run) check_output_target(options, input_paths);

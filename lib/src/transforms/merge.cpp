@@ -88,9 +88,8 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
     for (const auto& method : input.program->methods) {
       auto problem = method_name_problem(method->name);
       if (!problem.empty()) {
-        fail(input.rename_method && input.rename_from_command_line ? ErrorCode::usage
-                                                                   : ErrorCode::invalid_input,
-             "{}: {}", input.name, problem);
+        fail(input.rename_method ? ErrorCode::usage : ErrorCode::invalid_input, "{}: {}",
+             input.name, problem);
       }
       auto [it, inserted] = method_owner.emplace(method->name, input.name);
       if (!inserted) {

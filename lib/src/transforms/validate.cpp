@@ -201,8 +201,12 @@ std::string describe_meta(const nb::TensorMetaT& meta) {
   std::string dims;
   for (const auto& dim : meta.sizes) {
     if (!dims.empty()) dims += ", ";
-    dims +=
-        dim->min == dim->max ? std::to_string(dim->min) : fmt::format("{}..{}", dim->min, dim->max);
+    if (dim->min == dim->max) {
+      dims += std::to_string(dim->min);
+    } else {
+      dims += fmt::format("{}..{}", dim->min,
+                          dim->max < 0 ? std::string("inf") : std::to_string(dim->max));
+    }
   }
   return fmt::format("{} [{}]", dtype_name(static_cast<DType>(meta.dtype)), dims);
 }
@@ -265,21 +269,13 @@ std::vector<std::string> quant_data_problems(const nb::TensorMetaT& meta, const 
 
 std::string BufferDeclarations::add(const std::string& key, const nb::TensorMetaT& meta,
                                     const std::string& method) {
-  Decl decl{meta.dtype, {}, method};
+  Decl decl{meta.dtype, {}, method, describe_meta(meta)};
   for (const auto& dim : meta.sizes) decl.sizes.emplace_back(dim->min, dim->max);
   auto [it, inserted] = decls_.emplace(key, decl);
   if (inserted || (it->second.dtype == decl.dtype && it->second.sizes == decl.sizes)) return {};
-  auto text = [](const Decl& d) {
-    std::string dims;
-    for (const auto& [lo, hi] : d.sizes) {
-      if (!dims.empty()) dims += ", ";
-      dims += lo == hi ? std::to_string(lo) : fmt::format("{}..{}", lo, hi);
-    }
-    return fmt::format("{} [{}]", dtype_name(static_cast<DType>(d.dtype)), dims);
-  };
   return fmt::format("mutable buffer {}: method {} declares {} but method {} declares {}",
-                     quote(key), quote(it->second.method), text(it->second), quote(method),
-                     text(decl));
+                     quote(key), quote(it->second.method), it->second.text, quote(method),
+                     decl.text);
 }
 
 }  // namespace ptepack

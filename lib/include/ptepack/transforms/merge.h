@@ -18,7 +18,6 @@ struct MergeInput {
   ProgramPtr program;
   TensorTable data;
   std::optional<std::string> rename_method;
-  bool rename_from_command_line = true;
 };
 
 struct KeyRename {

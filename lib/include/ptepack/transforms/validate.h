@@ -71,11 +71,12 @@ class BufferDeclarations {
     nb::ScalarType dtype;
     std::vector<std::pair<int64_t, int64_t>> sizes;
     std::string method;
+    std::string text;  // describe_meta of the declaration, for the message
   };
   std::map<std::string, Decl> decls_;
 };
 
-// "FLOAT [1, 2..128]" for a meta, as messages print it.
+// "FLOAT [1, 2..128, 1..inf]" for a meta, as messages and dump print it.
 [[nodiscard]] std::string describe_meta(const nb::TensorMetaT& meta);
 
 }  // namespace ptepack
