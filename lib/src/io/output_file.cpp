@@ -99,6 +99,11 @@ void OutputFile::zero_at(uint64_t offset, uint64_t count) {
   }
 }
 
+void OutputFile::start_writeback(uint64_t offset, uint64_t count) const noexcept {
+  ::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(count),
+                    SYNC_FILE_RANGE_WRITE);
+}
+
 void OutputFile::finish(uint64_t final_size) {
   if (::ftruncate(fd_, static_cast<off_t>(final_size)) != 0) {
     fail(ErrorCode::io, "{}: cannot set size: {}", display_name_, errno_text());

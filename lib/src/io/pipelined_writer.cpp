@@ -56,6 +56,7 @@ void PipelinedWriter::run() {
       std::exception_ptr failure;
       try {
         out_.write_at(job.offset, std::span<const uint8_t>(buffers_[job.buffer].data(), job.size));
+        out_.start_writeback(job.offset, job.size);
       } catch (...) {
         failure = std::current_exception();
       }

@@ -23,6 +23,10 @@ class OutputFile {
   void write_at(uint64_t offset, std::string_view bytes);
   // Writes `count` zero bytes at offset (padding).
   void zero_at(uint64_t offset, uint64_t count);
+  // Asks the kernel to start writing [offset, offset + count) to disk now, so
+  // the fsync in finish() waits only for the tail. Advisory: errors surface
+  // at fsync.
+  void start_writeback(uint64_t offset, uint64_t count) const noexcept;
   // Sets the final length, flushes to stable storage and closes.
   void finish(uint64_t final_size);
 
