@@ -15,6 +15,6 @@ namespace ptepack {
 [[nodiscard]] std::vector<Digest> hash_ranges(const std::vector<ByteRange>& ranges, unsigned jobs,
                                               Progress* progress = nullptr);
 
-inline constexpr size_t kChunkBytes = 4 << 20;
+inline constexpr size_t kChunkBytes = 1 << 20;
 
 }  // namespace ptepack
