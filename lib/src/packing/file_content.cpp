@@ -2,7 +2,9 @@
 #include "ptepack/packing/file_content.h"
 
 #include <algorithm>
+#include <cstring>
 
+#include "ptepack/base/error.h"
 #include "ptepack/formats/zip.h"
 #include "ptepack/hash/parallel_hash.h"
 #include "ptepack/io/pipelined_writer.h"
@@ -10,52 +12,49 @@
 namespace ptepack {
 namespace {
 
-// Feeds the bytes of [begin, end) of the file, in order, to sink(offset, span),
-// writing them to `out` on the way: tensor data through the pipelined writer
-// (the write of one chunk overlaps reading and hashing the next), headers
-// directly.
+// Produces the bytes of [begin, end) of the file in whole chunks, in order:
+// each chunk is assembled in a buffer of the pipelined writer (headers copied,
+// tensor data read, padding zeroed), given to sink(offset, bytes), then
+// written in the background while the next chunk is assembled. Small tensors
+// therefore cost one write per chunk, not one each.
 template <typename Sink>
 void stream_slice(OutputFile& out, const FileContent& content, uint64_t begin, uint64_t end,
                   Progress* progress, Sink&& sink) {
   PipelinedWriter writer(out, 3, kChunkBytes);
-  static const std::vector<uint8_t> zeros(64 * 1024, 0);
-  auto emit_zeros = [&](uint64_t from, uint64_t to) {
-    while (from < to) {
-      auto n = std::min<uint64_t>(to - from, zeros.size());
-      sink(from, std::span<const uint8_t>(zeros.data(), static_cast<size_t>(n)));
-      from += n;
-    }
-  };
-  uint64_t cursor = begin;
-  for (const auto& piece : content.pieces) {
-    uint64_t p_begin = piece.offset;
-    uint64_t p_end = piece.offset + piece.size();
-    if (p_end <= begin || p_begin >= end) continue;
-    uint64_t from = std::max(p_begin, begin);
-    uint64_t to = std::min(p_end, end);
-    emit_zeros(cursor, from);
-    if (piece.source.file) {
-      uint64_t source_offset = piece.source.offset + (from - p_begin);
-      for (uint64_t at = from; at < to;) {
-        auto buffer = writer.acquire();
-        auto n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), to - at));
-        auto chunk = buffer.first(n);
-        piece.source.file->read_at(source_offset + (at - from), chunk);
-        sink(at, std::span<const uint8_t>(chunk));
-        writer.submit(at, n);
-        if (progress != nullptr) progress->add_written(n);
-        at += n;
+  const auto& pieces = content.pieces;
+  size_t first = 0;  // first piece that ends after the current chunk's start
+  for (uint64_t chunk_at = begin; chunk_at < end;) {
+    auto buffer = writer.acquire();
+    auto chunk =
+        buffer.first(static_cast<size_t>(std::min<uint64_t>(buffer.size(), end - chunk_at)));
+    uint64_t chunk_end = chunk_at + chunk.size();
+    uint64_t cursor = chunk_at;  // bytes before it are filled
+    uint64_t data_bytes = 0;
+    auto at = [&](uint64_t offset) { return chunk.data() + (offset - chunk_at); };
+    while (first < pieces.size() && pieces[first].offset + pieces[first].size() <= chunk_at)
+      ++first;
+    for (size_t i = first; i < pieces.size() && pieces[i].offset < chunk_end; ++i) {
+      const auto& piece = pieces[i];
+      uint64_t from = std::max(piece.offset, chunk_at);
+      uint64_t to = std::min(piece.offset + piece.size(), chunk_end);
+      if (from >= to) continue;
+      std::fill(at(cursor), at(from), uint8_t{0});
+      auto n = static_cast<size_t>(to - from);
+      if (piece.source.file) {
+        piece.source.file->read_at(piece.source.offset + (from - piece.offset),
+                                   std::span<uint8_t>(at(from), n));
+        data_bytes += n;
+      } else {
+        std::memcpy(at(from), piece.bytes.data() + (from - piece.offset), n);
       }
-    } else {
-      std::span<const uint8_t> bytes(
-          reinterpret_cast<const uint8_t*>(piece.bytes.data()) + (from - p_begin),
-          static_cast<size_t>(to - from));
-      out.write_at(from, bytes);
-      sink(from, bytes);
+      cursor = to;
     }
-    cursor = to;
+    std::fill(at(cursor), at(chunk_end), uint8_t{0});
+    sink(chunk_at, std::span<const uint8_t>(chunk));
+    writer.submit(chunk_at, chunk.size());
+    if (progress != nullptr) progress->add_written(data_bytes);
+    chunk_at = chunk_end;
   }
-  emit_zeros(cursor, end);
   writer.finish();
 }
 
@@ -73,13 +72,24 @@ uint32_t crc_update_in_range(uint32_t crc, uint64_t offset, std::span<const uint
 
 StreamResult write_content(OutputFile& out, const FileContent& content,
                            const StreamOptions& options, Progress* progress) {
+  for (size_t i = 0; i < content.pieces.size(); ++i) {
+    const auto& piece = content.pieces[i];
+    bool fits = piece.offset <= content.size && piece.size() <= content.size - piece.offset;
+    bool ordered =
+        i == 0 || content.pieces[i - 1].offset + content.pieces[i - 1].size() <= piece.offset;
+    if (!fits || !ordered) fail(ErrorCode::internal, "file content piece {} out of order", i);
+  }
   StreamResult result;
   constexpr uint64_t kMinSlice = 64ULL << 20;
   unsigned slices = options.sha256 ? 1 : options.jobs;
   slices = static_cast<unsigned>(
       std::max<uint64_t>(1, std::min<uint64_t>(slices, content.size / kMinSlice)));
-  std::vector<uint64_t> bounds;
-  for (unsigned s = 0; s <= slices; ++s) bounds.push_back(content.size * s / slices);
+  // Slice bounds on chunk multiples, so every chunk but the last of a slice is whole.
+  std::vector<uint64_t> bounds{0};
+  for (unsigned s = 1; s < slices; ++s) {
+    bounds.push_back(content.size * s / slices / kChunkBytes * kChunkBytes);
+  }
+  bounds.push_back(content.size);
   std::vector<uint32_t> slice_crc(slices, 0);
   Sha256 hasher;
   parallel_for(slices, slices, [&](size_t s) {

@@ -39,9 +39,11 @@ struct StreamResult {
   uint32_t crc32 = 0;
 };
 
-// Writes every piece into `out` (gaps are left as holes, which read as zeros,
-// but are fed to the digests as zeros). Digest and CRC cover exactly the
-// file's bytes [0, content.size); the caller patches headers, then finish()es.
+// Writes the file's bytes [0, content.size) into `out` in whole chunks (pieces
+// copied, gaps written as zeros), `options.jobs` slices in parallel when no
+// whole-file digest is asked for. Digest and CRC cover exactly those bytes;
+// the caller patches headers, then finish()es. Pieces must be sorted and must
+// not overlap (checked: ErrorCode::internal).
 StreamResult write_content(OutputFile& out, const FileContent& content,
                            const StreamOptions& options, Progress* progress);
 
