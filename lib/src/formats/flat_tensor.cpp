@@ -168,6 +168,7 @@ Layout plan_file(const std::vector<Entry>& entries, const std::vector<uint64_t>&
   auto file_end = base ? checked_add(*base, data_size) : std::nullopt;
   if (!file_end) fail_input(".ptd: segment data of {} bytes overflows the file size", data_size);
   layout.segment_base = *base;
+  layout.header_size = extended_header_size + fb_size;
   layout.file_size = *file_end;
   for (uint64_t offset : relative) layout.segment_offsets.push_back(*base + offset);
 

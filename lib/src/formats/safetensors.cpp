@@ -525,6 +525,7 @@ Layout plan_file(const std::vector<Entry>& entries,
                  entry.shape, relative[i], relative[i] + entry.nbytes);
   }
   header += '}';
+  layout.header_size = 8 + header.size();
   // Padding to a multiple of 8 keeps the data section 8-byte aligned (as the reference writer).
   header.append((8 - header.size() % 8) % 8, ' ');
 
@@ -562,6 +563,13 @@ uint64_t head_bound_entry(std::string_view key, uint64_t rank) {
   }();
   uint64_t dims = checked_mul(rank, 20).value_or(std::numeric_limits<uint64_t>::max());
   return saturating_add(saturating_add(json_string(key, "tensor key").size() + 1, kRankZero), dims);
+}
+
+uint64_t entry_json_size(std::string_view key, DType dtype, const Shape& shape, uint64_t begin,
+                         uint64_t end) {
+  std::string member;
+  append_entry(member, json_string(key, "tensor key"), safetensors_code(dtype), shape, begin, end);
+  return member.size();
 }
 
 std::string index_json(uint64_t total_size, const std::map<std::string, std::string>& weight_map) {

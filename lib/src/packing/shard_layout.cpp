@@ -27,6 +27,7 @@ ShardLayout layout_shard(const std::vector<StoredTensor>& tensors,
               [](const auto& a, const auto& b) { return a.key < b.key; });
     auto layout = ptd::plan_file(entries, segment_sizes, options.alignment);
     out.head = std::move(layout.head);
+    out.header_size = layout.header_size;
     out.file_size = layout.file_size;
     for (size_t s = 0; s < shard_groups.size(); ++s) {
       out.placements.push_back({layout.segment_offsets[s], groups[shard_groups[s]].members[0]});
@@ -46,6 +47,7 @@ ShardLayout layout_shard(const std::vector<StoredTensor>& tensors,
   }
   auto layout = safetensors::plan_file(entries, {});
   out.head = std::move(layout.head);
+  out.header_size = layout.header_size;
   out.file_size = layout.file_size;
   for (size_t k = 0; k < owners.size(); ++k)
     out.placements.push_back({layout.data_offsets[k], owners[k]});

@@ -1,5 +1,11 @@
-// Deterministic first-fit shard planning with conservative file-size bounds.
+// Deterministic first-fit shard planning on incrementally tracked file sizes.
 #include "ptepack/packing/shard_plan.h"
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <limits>
+#include <set>
 
 #include "ptepack/base/checked.h"
 #include "ptepack/base/error.h"
@@ -22,20 +28,149 @@ uint64_t aligned(uint64_t value, uint64_t alignment) {
   return *out;
 }
 
-uint64_t fixed_head(const ShardingOptions& options) {
-  return options.format == ShardFormat::ptd ? ptd::head_bound_fixed()
-                                            : safetensors::head_bound_fixed({});
+// A shard file is its header, padded to `header_alignment`, then the data
+// section: .ptd pads the header to --alignment, safetensors to 8 bytes.
+struct Geometry {
+  ShardFormat format;
+  uint64_t header_alignment;
+  uint64_t segment_alignment;  // .ptd segments start on it; safetensors packs tensors
+  [[nodiscard]] uint64_t file_size(uint64_t header, uint64_t data) const {
+    return add(aligned(header, header_alignment), data);
+  }
+};
+
+// What the planner knows about one shard's exact size. The header length is
+// kept as a range, [header_lo, header_hi], that collapses to one value
+// whenever the exact layout is built (an "anchor"); the data section is
+// append-only and known exactly.
+struct Fill {
+  uint64_t header_lo = 0;
+  uint64_t header_hi = 0;
+  bool header_hi_unknown = false;
+  bool exact = true;  // header_lo == header_hi is the exact header length
+  uint64_t data = 0;
+  size_t last_owner = 0;  // tensor index of the last group's owner (safetensors order check)
+  // Groups rejected on the exact layout since the shard last changed, by the
+  // quantities its .ptd size depends on; an equal group is rejected without
+  // another layout.
+  std::set<std::array<uint64_t, 3>> rejected;
+};
+
+// One group's header bytes and how far the .ptd estimate may be off.
+struct GroupCost {
+  uint64_t header_hi = 0;  // .ptd: header bytes the group adds at most
+  uint64_t header_lo = 0;  // .ptd: at least
+  uint64_t payload = 0;    // raw bytes
+  uint64_t members = 0;
+};
+
+GroupCost group_cost(const std::vector<StoredTensor>& tensors, const StorageGroup& group,
+                     const ShardingOptions& options) {
+  GroupCost cost;
+  cost.payload = group.nbytes;
+  cost.members = group.members.size();
+  if (options.format == ShardFormat::ptd) {
+    // head_bound_entry and head_bound_segment count what a group adds, but
+    // for padding that depends on position: up to 4 bytes aligning a
+    // DataSegment (counted in the segment bound), up to 8 at the root, and
+    // vtables, which the file-level bound budgets once (at most 80 bytes:
+    // four of 12 and four of 8) and which a new table variant may add at any
+    // step. So the group adds at least the bounds minus 16, and at most the
+    // bounds plus 8 plus 80.
+    for (size_t index : group.members) {
+      const auto& t = tensors[index];
+      cost.header_hi =
+          add(cost.header_hi, ptd::head_bound_entry(t.key.size(), t.data.shape.size()));
+    }
+    cost.header_hi = add(cost.header_hi, ptd::head_bound_segment());
+    cost.header_lo = cost.header_hi > 16 ? cost.header_hi - 16 : 0;
+    cost.header_hi = add(cost.header_hi, 8 + 80);
+  }
+  return cost;
 }
 
-// How much shard_size_bound can exceed the exact file size of `shard` plus a
-// group: the header bounds' over-count (.ptd: under 80 bytes plus 4 per
-// segment, measured; safetensors: offsets and dims counted at 20 digits) and
-// alignment rounding.
-uint64_t bound_slack(const PlannedShard& shard, const GroupCost& cost,
-                     const ShardingOptions& options) {
-  uint64_t fixed = options.format == ShardFormat::ptd ? 128 + 2 * options.alignment : 16;
-  return fixed + shard.slack + cost.slack;
+// Fill after adding group g (the caller decides whether it fits).
+// `fill` belongs to a shard holding at least one group.
+Fill grown(const Fill& fill, const std::vector<StoredTensor>& tensors, const StorageGroup& group,
+           const GroupCost& cost, const Geometry& geometry) {
+  Fill next;
+  const auto& owner = tensors[group.members[0]];
+  next.last_owner = group.members[0];
+  if (geometry.format == ShardFormat::ptd) {
+    next.data = add(aligned(fill.data, geometry.segment_alignment), cost.payload);
+    next.header_lo = add(fill.header_lo, cost.header_lo);
+    next.header_hi = add(fill.header_hi, cost.header_hi);
+    next.header_hi_unknown = fill.header_hi_unknown;
+    next.exact = false;
+    return next;
+  }
+  // safetensors: the owner is appended to the JSON header and its bytes to the
+  // data section. Groups arrive in owner-key order, so it sorts last and no
+  // other member's offsets move: the new length is exact. (Out of order, the
+  // later members' offsets would grow; only the exact layout can tell.)
+  next.data = add(fill.data, cost.payload);
+  uint64_t member = safetensors::entry_json_size(owner.key, owner.data.dtype, owner.data.shape,
+                                                 fill.data, next.data);
+  uint64_t grow = add(member, 1);  // and the comma before it
+  next.header_lo = add(fill.header_lo, grow);
+  next.header_hi = add(fill.header_hi, grow);
+  next.header_hi_unknown = fill.header_hi_unknown || !(tensors[fill.last_owner].key < owner.key);
+  next.exact = fill.exact && !next.header_hi_unknown;
+  return next;
 }
+
+// Fill of a shard whose exact layout is known.
+Fill anchored(const ShardLayout& layout, const Geometry& geometry, size_t last_owner) {
+  Fill fill;
+  fill.header_lo = fill.header_hi = layout.header_size;
+  fill.data = layout.file_size - aligned(layout.header_size, geometry.header_alignment);
+  fill.last_owner = last_owner;
+  return fill;
+}
+
+// Max-tree over the shards' remaining room (an upper bound of it), so the
+// first shard that may take a group is found in O(log shards) rather than by
+// trying every shard: a group needs at least its payload bytes of room.
+class RoomIndex {
+ public:
+  static constexpr size_t npos = static_cast<size_t>(-1);
+
+  void push(uint64_t room) {
+    if (count_ == leaves_) {
+      std::vector<uint64_t> old(tree_.begin() + static_cast<std::ptrdiff_t>(leaves_),
+                                tree_.begin() + static_cast<std::ptrdiff_t>(leaves_ + count_));
+      leaves_ = leaves_ == 0 ? 1 : 2 * leaves_;
+      tree_.assign(2 * leaves_, 0);
+      for (size_t i = 0; i < old.size(); ++i) tree_[leaves_ + i] = old[i];
+      for (size_t n = leaves_ - 1; n >= 1; --n) tree_[n] = std::max(tree_[2 * n], tree_[2 * n + 1]);
+    }
+    set(count_++, room);
+  }
+
+  void set(size_t index, uint64_t room) {
+    size_t n = leaves_ + index;
+    tree_[n] = room;
+    for (n /= 2; n >= 1; n /= 2) tree_[n] = std::max(tree_[2 * n], tree_[2 * n + 1]);
+  }
+
+  // The first index >= from whose room is >= need, or npos.
+  [[nodiscard]] size_t first_at_least(size_t from, uint64_t need) const {
+    return count_ == 0 ? npos : find(1, 0, leaves_, from, need);
+  }
+
+ private:
+  size_t find(size_t node, size_t lo, size_t hi, size_t from, uint64_t need) const {
+    if (hi <= from || lo >= count_ || tree_[node] < need) return npos;
+    if (hi - lo == 1) return lo;
+    size_t mid = lo + (hi - lo) / 2;
+    size_t left = find(2 * node, lo, mid, from, need);
+    return left != npos ? left : find(2 * node + 1, mid, hi, from, need);
+  }
+
+  size_t leaves_ = 0;
+  size_t count_ = 0;
+  std::vector<uint64_t> tree_;  // heap order from 1; leaves at [leaves_, 2 * leaves_)
+};
 
 }  // namespace
 
@@ -45,89 +180,110 @@ std::string_view shard_format_name(ShardFormat format) {
 
 std::string_view cap_mode_name(CapMode mode) { return mode == CapMode::file ? "file" : "payload"; }
 
-GroupCost group_cost(const std::vector<StoredTensor>& tensors, const StorageGroup& group,
-                     const ShardingOptions& options) {
-  GroupCost cost;
-  cost.payload = group.nbytes;
-  const auto& owner = tensors[group.members[0]];
-  if (options.format == ShardFormat::ptd) {
-    for (size_t index : group.members) {
-      const auto& t = tensors[index];
-      cost.head = add(cost.head, ptd::head_bound_entry(t.key.size(), t.data.shape.size()));
-    }
-    cost.head = add(cost.head, ptd::head_bound_segment());
-    cost.data = aligned(group.nbytes, options.alignment);
-    cost.slack = 4;
-  } else {
-    // Aliases live in the manifest only; the file stores the owner.
-    cost.head = safetensors::head_bound_entry(owner.key, owner.data.shape.size());
-    cost.data = group.nbytes;
-    cost.slack = 48 + 20 * owner.data.shape.size();
-  }
-  return cost;
-}
-
-uint64_t shard_size_bound(uint64_t head, uint64_t data, const ShardingOptions& options) {
-  uint64_t full_head = add(fixed_head(options), head);
-  if (options.format == ShardFormat::ptd) full_head = aligned(full_head, options.alignment);
-  return add(full_head, data);
-}
-
 std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
                                       const std::vector<StorageGroup>& groups,
                                       const ShardingOptions& options) {
+  const Geometry geometry{options.format,
+                          options.format == ShardFormat::ptd ? options.alignment : 8,
+                          options.alignment};
+  const bool file_cap = options.max_shard_bytes && options.cap_mode == CapMode::file;
   std::vector<PlannedShard> shards;
-  // File mode: the cheap bound decides, except near the cap, where the bound's
-  // slack could turn away a group that fits; there the exact layout decides.
-  auto fits = [&](const PlannedShard& shard, size_t g, const GroupCost& cost) {
-    if (!options.max_shard_bytes) return true;
-    const uint64_t cap = *options.max_shard_bytes;
-    if (options.cap_mode == CapMode::payload) return add(shard.payload_bytes, cost.payload) <= cap;
-    uint64_t bound = shard_size_bound(add(shard.head_bound, cost.head),
-                                      add(shard.data_bound, cost.data), options);
-    if (bound <= cap) return true;
-    if (bound - cap > bound_slack(shard, cost, options)) return false;
-    auto candidate = shard.groups;
-    candidate.push_back(g);
-    return layout_shard(tensors, groups, candidate, options).file_size <= cap;
+  std::vector<Fill> fills;
+
+  auto exact_layout = [&](const std::vector<size_t>& shard_groups) {
+    return layout_shard(tensors, groups, shard_groups, options);
   };
-  auto place = [&](PlannedShard& shard, size_t index, const GroupCost& cost) {
-    shard.groups.push_back(index);
-    shard.payload_bytes = add(shard.payload_bytes, cost.payload);
-    shard.head_bound = add(shard.head_bound, cost.head);
-    shard.data_bound = add(shard.data_bound, cost.data);
-    shard.slack = add(shard.slack, cost.slack);
-    shard.size_bound = options.cap_mode == CapMode::payload && options.max_shard_bytes
-                           ? shard.payload_bytes
-                           : shard_size_bound(shard.head_bound, shard.data_bound, options);
-    if (options.max_shard_bytes && shard.size_bound > *options.max_shard_bytes) {
-      // Placed on the exact layout: keep the exact size, which is within the cap.
-      shard.size_bound = layout_shard(tensors, groups, shard.groups, options).file_size;
+  auto with = [](std::vector<size_t> shard_groups, size_t g) {
+    shard_groups.push_back(g);
+    return shard_groups;
+  };
+
+  // Whether group g fits shard s; on success `out` is the shard's fill with g.
+  auto fits = [&](size_t s, size_t g, const GroupCost& cost, Fill& out) {
+    auto& shard = shards[s];
+    auto& fill = fills[s];
+    if (options.max_shard_bytes && options.cap_mode == CapMode::payload) {
+      if (add(shard.payload_bytes, cost.payload) > *options.max_shard_bytes) return false;
+      out = grown(fill, tensors, groups[g], cost, geometry);
+      return true;
     }
+    out = grown(fill, tensors, groups[g], cost, geometry);
+    if (!file_cap) return true;
+    const uint64_t cap = *options.max_shard_bytes;
+    auto decide = [&]() -> int {  // 1 fits, 0 does not, -1 cannot tell
+      if (geometry.file_size(out.header_lo, out.data) > cap) return 0;
+      if (!out.header_hi_unknown && geometry.file_size(out.header_hi, out.data) <= cap) return 1;
+      return -1;
+    };
+    int verdict = decide();
+    if (verdict < 0 && !fill.exact) {
+      // Re-anchor the shard on its exact layout, then try again.
+      auto rejected = std::move(fill.rejected);
+      fill = anchored(exact_layout(shard.groups), geometry, fill.last_owner);
+      fill.rejected = std::move(rejected);
+      out = grown(fill, tensors, groups[g], cost, geometry);
+      verdict = decide();
+    }
+    if (verdict >= 0) return verdict == 1;
+    std::array<uint64_t, 3> key{cost.header_hi, cost.payload, cost.members};
+    if (options.format == ShardFormat::ptd && fill.rejected.count(key) > 0) return false;
+    auto layout = exact_layout(with(shard.groups, g));
+    if (layout.file_size <= cap) {
+      out = anchored(layout, geometry, groups[g].members[0]);
+      return true;
+    }
+    fill.rejected.insert(key);
+    return false;
   };
+  auto place = [&](size_t s, size_t g, const GroupCost& cost, Fill next) {
+    auto& shard = shards[s];
+    shard.groups.push_back(g);
+    shard.payload_bytes = add(shard.payload_bytes, cost.payload);
+    fills[s] = std::move(next);
+    shard.size_bound = fills[s].header_hi_unknown
+                           ? exact_layout(shard.groups).file_size
+                           : geometry.file_size(fills[s].header_hi, fills[s].data);
+  };
+
+  // Room left in shard s, at most: the cap minus the smallest size it can have.
+  RoomIndex rooms;
+  auto room = [&](size_t s) -> uint64_t {
+    if (!options.max_shard_bytes) return std::numeric_limits<uint64_t>::max();
+    uint64_t used =
+        file_cap ? geometry.file_size(fills[s].header_lo, fills[s].data) : shards[s].payload_bytes;
+    return used < *options.max_shard_bytes ? *options.max_shard_bytes - used : 0;
+  };
+
   for (size_t g = 0; g < groups.size(); ++g) {
     auto cost = group_cost(tensors, groups[g], options);
     bool placed = false;
-    for (auto& shard : shards) {
-      if (fits(shard, g, cost)) {
-        place(shard, g, cost);
-        placed = true;
-        break;
-      }
+    for (size_t s = rooms.first_at_least(0, cost.payload); s != RoomIndex::npos && !placed;
+         s = rooms.first_at_least(s + 1, cost.payload)) {
+      Fill next;
+      placed = fits(s, g, cost, next);
+      if (placed) place(s, g, cost, std::move(next));
+      rooms.set(s, room(s));  // placing, or re-anchoring, changes it
     }
     if (placed) continue;
-    PlannedShard fresh;
-    if (!fits(fresh, g, cost)) {
+    // A new shard starts from the exact layout of its first group.
+    auto layout = exact_layout({g});
+    bool fits_alone = !options.max_shard_bytes ||
+                      (options.cap_mode == CapMode::payload ? cost.payload : layout.file_size) <=
+                          *options.max_shard_bytes;
+    if (!fits_alone) {
       const auto& owner = tensors[groups[g].members[0]].key;
-      uint64_t need = options.cap_mode == CapMode::payload
-                          ? cost.payload
-                          : layout_shard(tensors, groups, {g}, options).file_size;
+      uint64_t need = options.cap_mode == CapMode::payload ? cost.payload : layout.file_size;
       fail(ErrorCode::conflict,
            "tensor {} needs {} bytes in a shard ({} mode) but --max-shard-bytes is {}",
            quote(owner), need, cap_mode_name(options.cap_mode), *options.max_shard_bytes);
     }
-    place(fresh, g, cost);
-    shards.push_back(std::move(fresh));
+    shards.emplace_back();
+    fills.emplace_back();
+    shards.back().groups.push_back(g);
+    shards.back().payload_bytes = cost.payload;
+    shards.back().size_bound = layout.file_size;
+    fills.back() = anchored(layout, geometry, groups[g].members[0]);
+    rooms.push(room(shards.size() - 1));
   }
   return shards;
 }

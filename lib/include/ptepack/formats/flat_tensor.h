@@ -33,6 +33,7 @@ struct Layout {
   std::string head;  // file bytes [0, segment_base): flatbuffer (FT01) with the 48-byte FH01
                      // extended header inserted at offset 8, then zero padding
   uint64_t segment_base = 0;              // multiple of alignment
+  uint64_t header_size = 0;               // head bytes before the zero padding (48 + flatbuffer)
   std::vector<uint64_t> segment_offsets;  // ABSOLUTE file offsets, each a multiple of alignment
   uint64_t file_size = 0;                 // end of last segment (no trailing padding)
 };

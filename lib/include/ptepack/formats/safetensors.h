@@ -43,6 +43,7 @@ struct Entry {
 
 struct Layout {
   std::string head;  // 8-byte length + JSON header padded with spaces to a multiple of 8
+  uint64_t header_size = 0;            // 8 + JSON length, before the padding
   std::vector<uint64_t> data_offsets;  // absolute file offset of each entry, in the given order
   uint64_t file_size = 0;
 };
@@ -60,6 +61,10 @@ Layout plan_file(const std::vector<Entry>& entries,
 // offsets and dims. Throw like plan_file for keys or metadata that are not valid UTF-8.
 uint64_t head_bound_fixed(const std::map<std::string, std::string>& metadata);
 uint64_t head_bound_entry(std::string_view key, uint64_t rank);
+// Exact JSON bytes of one header member `"key":{...}` with these data offsets (no comma).
+// The header is "{" + members joined by "," + "}" (plus "__metadata__" when given).
+uint64_t entry_json_size(std::string_view key, DType dtype, const Shape& shape, uint64_t begin,
+                         uint64_t end);
 
 // The standard index file text ({"metadata": {"total_size": N}, "weight_map": {...}}),
 // pretty-printed with 2-space indent, keys sorted, trailing newline.

@@ -11,6 +11,7 @@ namespace ptepack {
 
 struct ShardLayout {
   std::string head;  // bytes from offset 0 (header and its padding)
+  uint64_t header_size = 0;  // head bytes before the padding
   struct Placement {
     uint64_t offset;  // absolute file offset
     size_t tensor;    // index of the tensor whose bytes go there (a group owner)
