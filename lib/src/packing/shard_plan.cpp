@@ -50,9 +50,11 @@ struct Fill {
   bool exact = true;  // header_lo == header_hi is the exact header length
   uint64_t data = 0;
   size_t last_owner = 0;  // tensor index of the last group's owner (safetensors order check)
-  // Groups rejected on the exact layout since the shard last changed, by the
-  // quantities its .ptd size depends on; an equal group is rejected without
-  // another layout.
+  size_t max_key = 0;     // tensor index of the shard's largest key, aliases included
+  // .ptd groups of one key sorting after every key of the shard, rejected on
+  // the exact layout since the shard last changed, by key length, rank and
+  // bytes: such a group's entry is built last, so its exact size depends on
+  // nothing else, and an equal one is rejected without another layout.
   std::set<std::array<uint64_t, 3>> rejected;
 };
 
@@ -96,6 +98,10 @@ Fill grown(const Fill& fill, const std::vector<StoredTensor>& tensors, const Sto
   Fill next;
   const auto& owner = tensors[group.members[0]];
   next.last_owner = group.members[0];
+  next.max_key = fill.max_key;
+  for (size_t index : group.members) {
+    if (tensors[next.max_key].key < tensors[index].key) next.max_key = index;
+  }
   if (geometry.format == ShardFormat::ptd) {
     next.data = add(aligned(fill.data, geometry.segment_alignment), cost.payload);
     next.header_lo = add(fill.header_lo, cost.header_lo);
@@ -109,22 +115,27 @@ Fill grown(const Fill& fill, const std::vector<StoredTensor>& tensors, const Sto
   // other member's offsets move: the new length is exact. (Out of order, the
   // later members' offsets would grow; only the exact layout can tell.)
   next.data = add(fill.data, cost.payload);
+  bool in_order = tensors[fill.last_owner].key < owner.key;
+  // Out of order the member's own offsets are unknown: count its shortest form.
+  uint64_t begin = in_order ? fill.data : 0;
   uint64_t member = safetensors::entry_json_size(owner.key, owner.data.dtype, owner.data.shape,
-                                                 fill.data, next.data);
+                                                 begin, begin + cost.payload);
   uint64_t grow = add(member, 1);  // and the comma before it
   next.header_lo = add(fill.header_lo, grow);
   next.header_hi = add(fill.header_hi, grow);
-  next.header_hi_unknown = fill.header_hi_unknown || !(tensors[fill.last_owner].key < owner.key);
+  next.header_hi_unknown = fill.header_hi_unknown || !in_order;
   next.exact = fill.exact && !next.header_hi_unknown;
   return next;
 }
 
 // Fill of a shard whose exact layout is known.
-Fill anchored(const ShardLayout& layout, const Geometry& geometry, size_t last_owner) {
+Fill anchored(const ShardLayout& layout, const Geometry& geometry, size_t last_owner,
+              size_t max_key) {
   Fill fill;
   fill.header_lo = fill.header_hi = layout.header_size;
   fill.data = layout.file_size - aligned(layout.header_size, geometry.header_alignment);
   fill.last_owner = last_owner;
+  fill.max_key = max_key;
   return fill;
 }
 
@@ -219,20 +230,24 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
     if (verdict < 0 && !fill.exact) {
       // Re-anchor the shard on its exact layout, then try again.
       auto rejected = std::move(fill.rejected);
-      fill = anchored(exact_layout(shard.groups), geometry, fill.last_owner);
+      fill = anchored(exact_layout(shard.groups), geometry, fill.last_owner, fill.max_key);
       fill.rejected = std::move(rejected);
       out = grown(fill, tensors, groups[g], cost, geometry);
       verdict = decide();
     }
     if (verdict >= 0) return verdict == 1;
-    std::array<uint64_t, 3> key{cost.header_hi, cost.payload, cost.members};
-    if (options.format == ShardFormat::ptd && fill.rejected.count(key) > 0) return false;
+    const auto& members = groups[g].members;
+    const auto& first = tensors[members[0]];
+    bool memo = options.format == ShardFormat::ptd && members.size() == 1 &&
+                tensors[fill.max_key].key < first.key;
+    std::array<uint64_t, 3> key{first.key.size(), first.data.shape.size(), cost.payload};
+    if (memo && fill.rejected.count(key) > 0) return false;
     auto layout = exact_layout(with(shard.groups, g));
     if (layout.file_size <= cap) {
-      out = anchored(layout, geometry, groups[g].members[0]);
+      out = anchored(layout, geometry, members[0], out.max_key);
       return true;
     }
-    fill.rejected.insert(key);
+    if (memo) fill.rejected.insert(key);
     return false;
   };
   auto place = [&](size_t s, size_t g, const GroupCost& cost, Fill next) {
@@ -282,7 +297,11 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
     shards.back().groups.push_back(g);
     shards.back().payload_bytes = cost.payload;
     shards.back().size_bound = layout.file_size;
-    fills.back() = anchored(layout, geometry, groups[g].members[0]);
+    size_t max_key = groups[g].members[0];
+    for (size_t index : groups[g].members) {
+      if (tensors[max_key].key < tensors[index].key) max_key = index;
+    }
+    fills.back() = anchored(layout, geometry, groups[g].members[0], max_key);
     rooms.push(room(shards.size() - 1));
   }
   return shards;
