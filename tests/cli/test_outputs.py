@@ -259,6 +259,38 @@ def ptd_dedups_by_bytes_but_ptn_needs_same_dtype_and_shape(ctx):
     ctx.equal(sum(s["size"] for s in parsed["segments"]), 64, "payload stored once")
 
 
+@suite.test
+def zero_element_tensors_among_many_pack_and_read_back(ctx):
+    # Empty tensors start where the next one (or the next ZIP entry) does; with many
+    # pieces the writer must still order them so none overlaps another.
+    directory = ctx.mkdir("empty")
+    data = {}
+    for i in range(40):
+        shape = [0, i + 1] if i % 3 == 0 else [i % 7 + 1, 5]
+        data[f"t{i:02d}"] = tensor("F32", shape, f"fill{i}")
+    data["z_last"] = tensor("F32", [0], "last")
+    program = synthetic_program("m", [(k, "F32", t.shape) for k, t in sorted(data.items())])
+    source = ctx.write_model(directory, "m", program, data)
+    expected = {f"m/{k}": t for k, t in data.items()}
+    for jobs in ("1", "2"):
+        out = os.path.join(directory, f"o{jobs}.ptn")
+        ctx.run_ok("pack", "-j", jobs, source, "-o", out)
+        ptn = read_ptn(out)
+        ctx.equal(ptn["testzip"], None, f"-j {jobs}: zipfile.testzip()")
+        stored = {k: t for k, t in ptn["tensors"].items()}
+        for alias, owner in ptn["aliases"].items():
+            stored[alias] = stored[owner]
+        ctx.equal(stored, expected, f"-j {jobs}: every tensor, empty ones included")
+        ctx.run_ok("verify", out)
+    for fmt in ("ptd", "safetensors"):
+        out = os.path.join(directory, f"dir_{fmt}")
+        ctx.run_ok("pack", source, "-o", out, "--shard-format", fmt, "--max-shard-bytes", "3KiB")
+        ctx.run_ok("verify", out)
+        manifest = load_json(os.path.join(out, "manifest.json"))
+        ctx.check(len(manifest["shards"]) > 1, f"{fmt}: several shards")
+        ctx.equal(sorted(manifest["tensors"]), sorted(expected), f"{fmt}: manifest keys")
+
+
 # ---------------------------------------------------------------- D. shard caps
 
 @suite.test

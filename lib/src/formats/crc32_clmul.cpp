@@ -77,22 +77,6 @@ PTEPACK_CLMUL_TARGET uint32_t crc32_clmul_fold(uint32_t reg, const uint8_t* data
 
 namespace ptepack::zip::detail {
 
-namespace {
-
-#define PTEPACK_CLMUL_TARGET __attribute__((target("pclmul,sse4.1")))
-
-PTEPACK_CLMUL_TARGET inline __m128i load(const uint8_t* p) {
-  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-}
-
-// The 128-bit lane x multiplied by the fold constant k, added onto the next 16 bytes.
-PTEPACK_CLMUL_TARGET inline __m128i fold(__m128i x, __m128i k, __m128i next) {
-  return _mm_xor_si128(
-      _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)), next);
-}
-
-}  // namespace
-
 bool clmul_available() noexcept { return false; }
 uint32_t crc32_clmul_fold(uint32_t reg, const uint8_t*, size_t) noexcept { return reg; }
 

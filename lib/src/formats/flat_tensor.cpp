@@ -29,9 +29,10 @@ static_assert(Limits::max_header_bytes < FLATBUFFERS_MAX_BUFFER_SIZE,
 // Per-object byte counts of what FlatBufferBuilder emits for this schema with
 // ForceDefaults (every field present). Every string, vector and 4-byte-field table
 // ends 4-aligned; strings and byte vectors are a 4-byte length + payload padded to 4.
-constexpr uint64_t kTableSize = 16;    // TensorLayout, NamedData, FlatTensor: soffset + 3 fields
-constexpr uint64_t kVtableCost = 12;   // 3-field vtable (10 bytes) + re-alignment of what follows
-constexpr uint64_t kSegmentCost = 28;  // DataSegment: padding to 8 (<= 4) + 20 + its vector slot
+constexpr uint64_t kTableSize = 16;   // TensorLayout, NamedData, FlatTensor: soffset + 3 fields
+constexpr uint64_t kVtableCost = 12;  // 3-field vtable (10 bytes) + re-alignment of what follows
+// DataSegment: padding to 8 (<= 4; up to 6 before the first) + 20 + its vector slot.
+constexpr uint64_t kSegmentCost = 28;
 // Vtables are deduplicated, but the table object size is part of a vtable, so a table that
 // starts right after a 10-byte vtable (2 bytes of padding inside it) gets its own. Fixed part:
 // the header; identifier, root offset and up to 7 bytes aligning the buffer to 8; the root

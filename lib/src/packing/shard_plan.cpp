@@ -73,19 +73,19 @@ GroupCost group_cost(const std::vector<StoredTensor>& tensors, const StorageGrou
   cost.members = group.members.size();
   if (options.format == ShardFormat::ptd) {
     // head_bound_entry and head_bound_segment count what a group adds, but
-    // for padding that depends on position: up to 4 bytes aligning a
-    // DataSegment (counted in the segment bound), up to 8 at the root, and
-    // vtables, which the file-level bound budgets once (at most 80 bytes:
-    // four of 12 and four of 8) and which a new table variant may add at any
-    // step. So the group adds at least the bounds minus 16, and at most the
-    // bounds plus 8 plus 80.
+    // for padding that depends on position (string starts, the first
+    // DataSegment's alignment, the root's) and vtables, which the file-level
+    // bound budgets once (at most 80 bytes) and which a new table variant may
+    // add at any step. Modelled byte by byte, a group changes the header by
+    // its bounds -16 .. +26 bytes; the planner uses -32 .. +88. A lower bound
+    // set too low, or an upper one too high, only costs exact layouts.
     for (size_t index : group.members) {
       const auto& t = tensors[index];
       cost.header_hi =
           add(cost.header_hi, ptd::head_bound_entry(t.key.size(), t.data.shape.size()));
     }
     cost.header_hi = add(cost.header_hi, ptd::head_bound_segment());
-    cost.header_lo = cost.header_hi > 16 ? cost.header_hi - 16 : 0;
+    cost.header_lo = cost.header_hi > 32 ? cost.header_hi - 32 : 0;
     cost.header_hi = add(cost.header_hi, 8 + 80);
   }
   return cost;

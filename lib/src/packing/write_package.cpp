@@ -68,8 +68,11 @@ void write_package(const PreparedPack& prepared, const PackOptions& options, Ato
       }
     }
   }
-  std::sort(content.pieces.begin(), content.pieces.end(),
-            [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+  // By offset; an empty piece (a tensor of zero elements) before the piece that
+  // starts where it does, so every piece starts at or after the previous one's end.
+  std::sort(content.pieces.begin(), content.pieces.end(), [](const Piece& a, const Piece& b) {
+    return std::pair(a.offset, a.size()) < std::pair(b.offset, b.size());
+  });
 
   OutputFile file(output->temp_path(), output->target().string());
   StreamOptions stream;
