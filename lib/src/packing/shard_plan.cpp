@@ -47,7 +47,6 @@ struct Fill {
   uint64_t header_lo = 0;
   uint64_t header_hi = 0;
   bool header_hi_unknown = false;
-  bool exact = true;  // header_lo == header_hi is the exact header length
   uint64_t data = 0;
   size_t last_owner = 0;  // tensor index of the last group's owner (safetensors order check)
   size_t max_key = 0;     // tensor index of the shard's largest key, aliases included
@@ -56,21 +55,31 @@ struct Fill {
   // bytes: such a group's entry is built last, so its exact size depends on
   // nothing else, and an equal one is rejected without another layout.
   std::set<std::array<uint64_t, 3>> rejected;
+
+  // The header length is known exactly (not a range).
+  [[nodiscard]] bool exact() const { return !header_hi_unknown && header_lo == header_hi; }
 };
+
+// The tensor index of the largest key among `start` and the group's members.
+size_t largest_key(const std::vector<StoredTensor>& tensors, size_t start,
+                   const StorageGroup& group) {
+  for (size_t index : group.members) {
+    if (tensors[start].key < tensors[index].key) start = index;
+  }
+  return start;
+}
 
 // One group's header bytes and how far the .ptd estimate may be off.
 struct GroupCost {
   uint64_t header_hi = 0;  // .ptd: header bytes the group adds at most
   uint64_t header_lo = 0;  // .ptd: at least
   uint64_t payload = 0;    // raw bytes
-  uint64_t members = 0;
 };
 
 GroupCost group_cost(const std::vector<StoredTensor>& tensors, const StorageGroup& group,
                      const ShardingOptions& options) {
   GroupCost cost;
   cost.payload = group.nbytes;
-  cost.members = group.members.size();
   if (options.format == ShardFormat::ptd) {
     // head_bound_entry and head_bound_segment count what a group adds, but
     // for padding that depends on position (string starts, the first
@@ -98,16 +107,12 @@ Fill grown(const Fill& fill, const std::vector<StoredTensor>& tensors, const Sto
   Fill next;
   const auto& owner = tensors[group.members[0]];
   next.last_owner = group.members[0];
-  next.max_key = fill.max_key;
-  for (size_t index : group.members) {
-    if (tensors[next.max_key].key < tensors[index].key) next.max_key = index;
-  }
+  next.max_key = largest_key(tensors, fill.max_key, group);
   if (geometry.format == ShardFormat::ptd) {
     next.data = add(aligned(fill.data, geometry.segment_alignment), cost.payload);
     next.header_lo = add(fill.header_lo, cost.header_lo);
     next.header_hi = add(fill.header_hi, cost.header_hi);
     next.header_hi_unknown = fill.header_hi_unknown;
-    next.exact = false;
     return next;
   }
   // safetensors: the owner is appended to the JSON header and its bytes to the
@@ -124,7 +129,6 @@ Fill grown(const Fill& fill, const std::vector<StoredTensor>& tensors, const Sto
   next.header_lo = add(fill.header_lo, grow);
   next.header_hi = add(fill.header_hi, grow);
   next.header_hi_unknown = fill.header_hi_unknown || !in_order;
-  next.exact = fill.exact && !next.header_hi_unknown;
   return next;
 }
 
@@ -227,7 +231,7 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
       return -1;
     };
     int verdict = decide();
-    if (verdict < 0 && !fill.exact) {
+    if (verdict < 0 && !fill.exact()) {
       // Re-anchor the shard on its exact layout, then try again.
       auto rejected = std::move(fill.rejected);
       fill = anchored(exact_layout(shard.groups), geometry, fill.last_owner, fill.max_key);
@@ -297,11 +301,8 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
     shards.back().groups.push_back(g);
     shards.back().payload_bytes = cost.payload;
     shards.back().size_bound = layout.file_size;
-    size_t max_key = groups[g].members[0];
-    for (size_t index : groups[g].members) {
-      if (tensors[max_key].key < tensors[index].key) max_key = index;
-    }
-    fills.back() = anchored(layout, geometry, groups[g].members[0], max_key);
+    fills.back() = anchored(layout, geometry, groups[g].members[0],
+                            largest_key(tensors, groups[g].members[0], groups[g]));
     rooms.push(room(shards.size() - 1));
   }
   return shards;
