@@ -476,10 +476,6 @@ std::string metadata_member(const std::map<std::string, std::string>& metadata) 
   return out;
 }
 
-uint64_t saturating_add(uint64_t a, uint64_t b) {
-  return checked_add(a, b).value_or(std::numeric_limits<uint64_t>::max());
-}
-
 }  // namespace
 
 Layout plan_file(const std::vector<Entry>& entries,
@@ -537,32 +533,6 @@ Layout plan_file(const std::vector<Entry>& entries,
   if (!file_size) fail_input("safetensors writer: file size overflows 64 bits");
   layout.file_size = *file_size;
   return layout;
-}
-
-uint64_t head_bound_fixed(const std::map<std::string, std::string>& metadata) {
-  // Length field, braces, up to 7 bytes of padding, and the metadata member with its comma.
-  std::string member = metadata_member(metadata);
-  return 8 + 2 + 7 + member.size() + (member.empty() ? 0 : 1);
-}
-
-uint64_t head_bound_entry(std::string_view key, uint64_t rank) {
-  // The longest entry of rank 0: the longest dtype code and two 20-digit offsets; then each dim
-  // adds at most 19 digits (int64) and a comma. Plus the comma before the entry.
-  static const uint64_t kRankZero = [] {
-    std::string_view code;
-    for (int id = 0; id < 256; ++id) {
-      if (auto dtype = dtype_from_program_id(id);
-          dtype && safetensors_code(*dtype).size() > code.size()) {
-        code = safetensors_code(*dtype);
-      }
-    }
-    std::string longest;
-    append_entry(longest, "", code, {}, std::numeric_limits<uint64_t>::max(),
-                 std::numeric_limits<uint64_t>::max());
-    return longest.size();
-  }();
-  uint64_t dims = checked_mul(rank, 20).value_or(std::numeric_limits<uint64_t>::max());
-  return saturating_add(saturating_add(json_string(key, "tensor key").size() + 1, kRankZero), dims);
 }
 
 uint64_t entry_json_size(std::string_view key, DType dtype, const Shape& shape, uint64_t begin,

@@ -42,8 +42,8 @@ struct Entry {
 };
 
 struct Layout {
-  std::string head;  // 8-byte length + JSON header padded with spaces to a multiple of 8
-  uint64_t header_size = 0;            // 8 + JSON length, before the padding
+  std::string head;          // 8-byte length + JSON header padded with spaces to a multiple of 8
+  uint64_t header_size = 0;  // 8 + JSON length, before the padding
   std::vector<uint64_t> data_offsets;  // absolute file offset of each entry, in the given order
   uint64_t file_size = 0;
 };
@@ -56,13 +56,10 @@ struct Layout {
 Layout plan_file(const std::vector<Entry>& entries,
                  const std::map<std::string, std::string>& metadata);
 
-// Upper bounds for the shard planner: plan_file(entries, metadata).head.size() <=
-// head_bound_fixed(metadata) + sum over entries of head_bound_entry(key, rank), whatever the
-// offsets and dims. Throw like plan_file for keys or metadata that are not valid UTF-8.
-uint64_t head_bound_fixed(const std::map<std::string, std::string>& metadata);
-uint64_t head_bound_entry(std::string_view key, uint64_t rank);
-// Exact JSON bytes of one header member `"key":{...}` with these data offsets (no comma).
-// The header is "{" + members joined by "," + "}" (plus "__metadata__" when given).
+// Exact JSON bytes of one header member `"key":{...}` with these data offsets (no comma);
+// throws like plan_file for a key that is not valid UTF-8. Without metadata, plan_file's
+// header_size is 8 + 2 + the members' sizes + one comma between members: the shard
+// planner relies on it.
 uint64_t entry_json_size(std::string_view key, DType dtype, const Shape& shape, uint64_t begin,
                          uint64_t end);
 
