@@ -89,16 +89,6 @@ void OutputFile::write_at(uint64_t offset, std::string_view bytes) {
            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
 }
 
-void OutputFile::zero_at(uint64_t offset, uint64_t count) {
-  static const std::vector<uint8_t> zeros(64 * 1024, 0);
-  while (count > 0) {
-    auto n = std::min<uint64_t>(count, zeros.size());
-    write_at(offset, std::span<const uint8_t>(zeros.data(), static_cast<size_t>(n)));
-    offset += n;
-    count -= n;
-  }
-}
-
 void OutputFile::start_writeback(uint64_t offset, uint64_t count) const noexcept {
   ::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(count),
                     SYNC_FILE_RANGE_WRITE);

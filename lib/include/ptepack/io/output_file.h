@@ -21,8 +21,6 @@ class OutputFile {
 
   void write_at(uint64_t offset, std::span<const uint8_t> bytes);
   void write_at(uint64_t offset, std::string_view bytes);
-  // Writes `count` zero bytes at offset (padding).
-  void zero_at(uint64_t offset, uint64_t count);
   // Asks the kernel to start writing [offset, offset + count) to disk now, so
   // the fsync in finish() waits only for the tail. Advisory: errors surface
   // at fsync.
