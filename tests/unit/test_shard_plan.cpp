@@ -177,6 +177,7 @@ TEST_CASE("file mode plans exactly what first-fit on exact layouts gives") {
       if (next(2) == 0) {
         t.data.shape = {static_cast<int64_t>(rows), static_cast<int64_t>(cols)};
       }
+      t.data.opaque = next(4) == 0;  // delegate named data: no layout in a .ptd
       t.data.bytes.size = rows * cols;
       tensors.push_back(t);
     }
@@ -186,6 +187,7 @@ TEST_CASE("file mode plans exactly what first-fit on exact layouts gives") {
       auto [it, fresh] = first_with_fill.emplace(tensors[i].sha256[0], i);
       if (!fresh) {
         tensors[i].data.shape = tensors[it->second].data.shape;
+        tensors[i].data.opaque = tensors[it->second].data.opaque;
         tensors[i].data.bytes.size = tensors[it->second].data.bytes.size;
       }
     }

@@ -10,6 +10,7 @@
 #include "ptepack/formats/json_util.h"
 #include "ptepack/formats/safetensors.h"
 #include "ptepack/formats/zip.h"
+#include "ptepack/hash/parallel_hash.h"
 #include "ptepack/hash/sha256.h"
 
 namespace ptepack {
@@ -101,6 +102,11 @@ void load_package(Artifact& a) {
   for (const auto& [alias, owner] : a.aliases) a.data.emplace(alias, a.data.at(owner));
 }
 
+void load_graph_program(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
+                        const std::string& manifest_name);
+void load_shards(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
+                 const std::string& manifest_name);
+
 void load_directory(Artifact& a) {
   auto paths = directory_paths(a.root);
   a.root = paths.dir;
@@ -114,7 +120,25 @@ void load_directory(Artifact& a) {
       parse_manifest(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()),
                      manifest_file->name());
   const auto& m = *a.manifest;
-  auto program_file = open_inside(paths.dir, m.program.file, manifest_file->name());
+  if (m.version == kManifestProgramsVersion) {
+    a.kind = ArtifactKind::programs;
+    for (const auto& entry : m.programs) {
+      auto file = open_inside(paths.dir, entry.file, manifest_file->name());
+      if (file->size() != entry.size ||
+          to_hex(hash_ranges({ByteRange{file, 0, file->size()}}, 0).front()) != entry.sha256) {
+        fail_input("{}: size or SHA-256 differs from the manifest (corrupt input)", file->name());
+      }
+      a.pte_programs.push_back({entry.file, pte::read(file), entry.named_data});
+    }
+  } else {
+    load_graph_program(a, paths, m, manifest_file->name());
+  }
+  load_shards(a, paths, m, manifest_file->name());
+}
+
+void load_graph_program(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
+                        const std::string& manifest_name) {
+  auto program_file = open_inside(paths.dir, m.program.file, manifest_name);
   if (program_file->size() > Limits::max_program_bytes) {
     fail_input("{}: program of {} bytes exceeds the limit", program_file->name(),
                program_file->size());
@@ -125,18 +149,22 @@ void load_directory(Artifact& a) {
                program_file->name());
   }
   a.program = read_program_binary(program_bytes, program_file->name());
+}
+
+void load_shards(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
+                 const std::string& manifest_name) {
   for (const auto& shard : m.shards) {
-    auto file = open_inside(paths.dir, shard.file, manifest_file->name());
+    auto file = open_inside(paths.dir, shard.file, manifest_name);
     TensorTable table =
         m.shard_format == "ptd" ? ptd::read_file(file).tensors : safetensors::read(file).tensors;
     merge_table(a.data, std::move(table), file->name());
   }
   for (const auto& [key, t] : m.tensors) {
     if (a.data.count(key)) continue;
-    if (!t.alias_of) fail_input("{}: tensor {} is in no shard", manifest_file->name(), quote(key));
+    if (!t.alias_of) fail_input("{}: tensor {} is in no shard", manifest_name, quote(key));
     auto owner = a.data.find(*t.alias_of);
     if (owner == a.data.end()) {
-      fail_input("{}: tensor {} is an alias of {}, which is in no shard", manifest_file->name(),
+      fail_input("{}: tensor {} is an alias of {}, which is in no shard", manifest_name,
                  quote(key), quote(*t.alias_of));
     }
     a.aliases.emplace(key, *t.alias_of);
@@ -146,6 +174,32 @@ void load_directory(Artifact& a) {
     if (t.alias_of && !a.aliases.count(key)) a.aliases.emplace(key, *t.alias_of);
     a.data.at(key).expected_sha256 = t.sha256;
   }
+}
+
+// A .pte program; its EXTERNAL tensors come from .ptd data files (@DATA, or
+// the same-stem .ptd beside it when the program has EXTERNAL tensors).
+void load_pte(Artifact& a, const fs::path& path, const std::vector<fs::path>& data_paths,
+              bool use_default_data) {
+  a.kind = ArtifactKind::pte;
+  ProgramFile entry{path.filename().string(), pte::read(InputFile::open(path)), std::nullopt};
+  std::vector<fs::path> sources = data_paths;
+  bool external = std::any_of(entry.program.tensors.begin(), entry.program.tensors.end(),
+                              [](const auto& t) { return t.storage == pte::Storage::external; });
+  if (sources.empty() && use_default_data && external) {
+    auto candidate = path;
+    candidate.replace_extension(".ptd");
+    std::error_code ec;
+    if (fs::exists(candidate, ec)) sources.push_back(candidate);
+  }
+  for (const auto& source : sources) {
+    auto head = head_of(source);
+    if (head.size() < 8 || head.compare(4, 4, "FT01") != 0) {
+      fail(ErrorCode::usage, "{}: data for a .pte program must be .ptd files", source.string());
+    }
+    merge_table(a.data, ptd::read_file(InputFile::open(source)).tensors, source.string());
+    a.data_files.push_back(source.string());
+  }
+  a.pte_programs.push_back(std::move(entry));
 }
 
 }  // namespace
@@ -164,6 +218,10 @@ std::string_view artifact_kind_name(ArtifactKind kind) {
       return "safetensors file";
     case ArtifactKind::safetensors_index:
       return "safetensors index";
+    case ArtifactKind::pte:
+      return "pte program";
+    case ArtifactKind::programs:
+      return "directory of programs";
   }
   return "artifact";
 }
@@ -240,6 +298,10 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
   if (ends_with(filename, ".safetensors")) {
     a.kind = ArtifactKind::safetensors;
     a.data = safetensors::read(InputFile::open(path)).tensors;
+    return a;
+  }
+  if (pte::looks_like_pte(std::span(reinterpret_cast<const uint8_t*>(head.data()), head.size()))) {
+    load_pte(a, path, data_paths, use_default_data);
     return a;
   }
   a.kind = ArtifactKind::program;

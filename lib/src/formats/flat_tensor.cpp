@@ -38,8 +38,9 @@ constexpr uint64_t kSegmentCost = 28;
 // the header; identifier, root offset and up to 7 bytes aligning the buffer to 8; the root
 // table; the two vectors' length words; one TensorLayout, two NamedData and one root vtable;
 // four DataSegment vtables (8 bytes; one per padding 0/2/4/6 before the 8-aligned fields).
+// Opaque entries (no layout) add one more NamedData vtable variant.
 constexpr uint64_t kFixedCost =
-    extended_header_size + 8 + 7 + kTableSize + 8 + 4 * kVtableCost + 4 * 8;
+    extended_header_size + 8 + 7 + kTableSize + 8 + 5 * kVtableCost + 4 * 8;
 
 uint64_t align4(uint64_t n) { return (n + 3) & ~uint64_t{3}; }
 
@@ -75,7 +76,12 @@ void check_entries(const std::vector<Entry>& entries, const std::vector<uint64_t
                    ptepack::quoted(e.key), d, e.shape[d]);
       }
     }
-    auto bytes = byte_size(e.dtype, e.shape);
+    if (!e.dim_order.empty() && e.dim_order.size() != e.shape.size()) {
+      fail(ErrorCode::internal, ".ptd plan: key {}: dim_order of {} for rank {}",
+           ptepack::quoted(e.key), e.dim_order.size(), e.shape.size());
+    }
+    auto bytes = e.opaque ? std::optional<uint64_t>(segment_sizes[e.segment])
+                          : byte_size(e.dtype, e.shape);
     if (!bytes || *bytes != segment_sizes[e.segment]) {
       fail(ErrorCode::internal, ".ptd plan: key {}: layout needs {} bytes, segment {} has {}",
            ptepack::quoted(e.key), bytes.value_or(0), e.segment, segment_sizes[e.segment]);
@@ -98,11 +104,15 @@ void build_flatbuffer(flatbuffers::FlatBufferBuilder& builder, const std::vector
   std::vector<uint8_t> dim_order;
   for (const Entry& e : entries) {
     auto key = builder.CreateString(e.key);
+    if (e.opaque) {
+      named.push_back(fbs::CreateNamedData(builder, key, e.segment));
+      continue;
+    }
     sizes.clear();
     dim_order.clear();
     for (size_t d = 0; d < e.shape.size(); ++d) {
       sizes.push_back(static_cast<int32_t>(e.shape[d]));
-      dim_order.push_back(static_cast<uint8_t>(d));
+      dim_order.push_back(e.dim_order.empty() ? static_cast<uint8_t>(d) : e.dim_order[d]);
     }
     auto sizes_offset = builder.CreateVector(sizes);
     auto dim_order_offset = builder.CreateVector(dim_order);
@@ -125,8 +135,10 @@ void build_flatbuffer(flatbuffers::FlatBufferBuilder& builder, const std::vector
 
 uint64_t head_bound_fixed() { return kFixedCost; }
 
-uint64_t head_bound_entry(uint64_t key_length, uint64_t rank) {
-  // key string, sizes [int32], dim_order [uint8], TensorLayout, NamedData, named_data slot
+uint64_t head_bound_entry(uint64_t key_length, uint64_t rank, bool opaque) {
+  // key string, NamedData, named_data slot (and, with a layout, sizes [int32],
+  // dim_order [uint8] and the TensorLayout)
+  if (opaque) return (4 + align4(key_length + 1)) + kTableSize + 4;
   return (4 + align4(key_length + 1)) + (4 + 4 * rank) + (4 + align4(rank)) + 2 * kTableSize + 4;
 }
 
@@ -262,17 +274,12 @@ Header read_header(const InputFile& file) {
 DType layout_dtype(const std::string& name, const std::string& key, ScalarType type) {
   const int id = static_cast<int>(type);
   if (auto dtype = dtype_from_ptd(id)) return *dtype;
-  std::string_view type_name = executorch_flatbuffer::EnumNameScalarType(type);
-  if (!type_name.empty()) {
-    fail_input("{}: key {}: scalar type {} ({}) is not supported", name, ptepack::quoted(key),
-               type_name, id);
-  }
   fail_input("{}: key {}: unknown scalar type {}", name, ptepack::quoted(key), id);
 }
 
-// Shape from a TensorLayout: identity dim_order only, since ptepack's tensors are contiguous.
+// Shape and dim order from a TensorLayout; dim_order must be a permutation.
 Shape layout_shape(const std::string& name, const std::string& key,
-                   const fbs::TensorLayout& layout) {
+                   const fbs::TensorLayout& layout, std::vector<uint8_t>& dim_order_out) {
   const auto* sizes = layout.sizes();
   const auto* dim_order = layout.dim_order();
   if (sizes == nullptr || dim_order == nullptr) {
@@ -308,9 +315,9 @@ Shape layout_shape(const std::string& name, const std::string& key,
     seen[v] = true;
     identity = identity && v == d;
   }
+  dim_order_out.clear();
   if (!identity) {
-    fail_input("{}: key {}: non-identity dim_order [{}] is not supported", name,
-               ptepack::quoted(key), fmt::join(order, ", "));
+    for (int v : order) dim_order_out.push_back(static_cast<uint8_t>(v));
   }
   return shape;
 }
@@ -380,7 +387,7 @@ File read_file(const InputFilePtr& file) {
     tensor.bytes = ByteRange{file, segment.offset, segment.size};
     if (const fbs::TensorLayout* layout = named->tensor_layout()) {
       tensor.dtype = layout_dtype(name, key, layout->scalar_type());
-      tensor.shape = layout_shape(name, key, *layout);
+      tensor.shape = layout_shape(name, key, *layout, tensor.dim_order);
       auto bytes = byte_size(tensor.dtype, tensor.shape);
       if (!bytes || *bytes != segment.size) {
         fail_input("{}: key {}: layout {} [{}] needs {} bytes but segment {} holds {}", name,
@@ -390,6 +397,7 @@ File read_file(const InputFilePtr& file) {
     } else {
       tensor.dtype = DType::BYTE;
       tensor.shape = {static_cast<int64_t>(segment.size)};
+      tensor.opaque = true;
     }
     out.segment_of.emplace(key, index);
     out.tensors.emplace(std::move(key), std::move(tensor));

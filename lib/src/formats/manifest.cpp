@@ -71,9 +71,22 @@ bool is_plain_file_name(std::string_view name) {
 std::string manifest_to_json(const Manifest& m) {
   ordered j;
   j["format"] = kManifestFormat;
-  j["version"] = kManifestVersion;
-  j["program"] =
-      ordered{{"file", m.program.file}, {"sha256", m.program.sha256}, {"size", m.program.size}};
+  j["version"] = m.version;
+  if (m.version == kManifestProgramsVersion) {
+    ordered programs = ordered::array();
+    for (const auto& p : m.programs) {
+      programs.push_back(ordered{{"file", p.file},
+                                 {"sha256", p.sha256},
+                                 {"size", p.size},
+                                 {"methods", p.methods},
+                                 {"shards", p.shards},
+                                 {"named_data", p.named_data}});
+    }
+    j["programs"] = std::move(programs);
+  } else {
+    j["program"] =
+        ordered{{"file", m.program.file}, {"sha256", m.program.sha256}, {"size", m.program.size}};
+  }
   j["shard_format"] = m.shard_format;
   j["max_shard_bytes"] = m.max_shard_bytes ? ordered(*m.max_shard_bytes) : ordered(nullptr);
   j["cap_mode"] = m.cap_mode;
@@ -92,6 +105,8 @@ std::string manifest_to_json(const Manifest& m) {
                   {"nbytes", t.nbytes}, {"dtype", dtype_name(t.dtype)},
                   {"shape", t.shape},   {"mutable", t.is_mutable}};
     if (t.alias_of) entry["alias_of"] = *t.alias_of;
+    if (!t.dim_order.empty()) entry["dim_order"] = t.dim_order;
+    if (t.opaque) entry["opaque"] = true;
     tensors[key] = std::move(entry);
   }
   j["tensors"] = std::move(tensors);
@@ -109,12 +124,43 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
   Manifest m;
   if (r.string(j, "format", "") != kManifestFormat)
     r.bad("format", "expected \"ptepack.manifest\"");
-  if (r.number(j, "version", "") != kManifestVersion)
-    r.bad("version", "unsupported version (expected 1)");
-  const auto& program = r.field(j, "program", "");
-  m.program.file = r.file_name(program, "file", "program");
-  m.program.sha256 = r.digest(program, "sha256", "program");
-  m.program.size = r.number(program, "size", "program");
+  const uint64_t version = r.number(j, "version", "");
+  if (version != kManifestVersion && version != kManifestProgramsVersion)
+    r.bad("version", "unsupported version (expected 1 or 2)");
+  m.version = static_cast<int>(version);
+  auto strings = [&](const nlohmann::json& obj, const char* name, const std::string& where) {
+    const auto& list = r.field(obj, name, where);
+    if (!list.is_array()) r.bad(where + "." + name, "expected an array");
+    std::vector<std::string> out;
+    for (const auto& k : list) {
+      if (!k.is_string()) r.bad(where + "." + name, "expected strings");
+      out.push_back(k.get<std::string>());
+    }
+    return out;
+  };
+  if (m.version == kManifestVersion) {
+    const auto& program = r.field(j, "program", "");
+    m.program.file = r.file_name(program, "file", "program");
+    m.program.sha256 = r.digest(program, "sha256", "program");
+    m.program.size = r.number(program, "size", "program");
+  } else {
+    const auto& programs = r.field(j, "programs", "");
+    if (!programs.is_array() || programs.empty()) r.bad("programs", "expected a non-empty array");
+    for (size_t i = 0; i < programs.size(); ++i) {
+      auto where = fmt::format("programs[{}]", i);
+      ManifestProgramEntry p;
+      p.file = r.file_name(programs[i], "file", where);
+      p.sha256 = r.digest(programs[i], "sha256", where);
+      p.size = r.number(programs[i], "size", where);
+      p.methods = strings(programs[i], "methods", where);
+      p.shards = strings(programs[i], "shards", where);
+      for (const auto& f : p.shards) {
+        if (!is_plain_file_name(f)) r.bad(where + ".shards", "expected plain file names");
+      }
+      p.named_data = strings(programs[i], "named_data", where);
+      m.programs.push_back(std::move(p));
+    }
+  }
   m.shard_format = r.string(j, "shard_format", "");
   if (m.shard_format != "ptd" && m.shard_format != "safetensors")
     r.bad("shard_format", "expected \"ptd\" or \"safetensors\"");
@@ -165,6 +211,20 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
     if (!mut.is_boolean()) r.bad(where + ".mutable", "expected a boolean");
     mt.is_mutable = mut.get<bool>();
     if (t.contains("alias_of")) mt.alias_of = r.string(t, "alias_of", where);
+    if (m.version == kManifestProgramsVersion && t.contains("dim_order")) {
+      const auto& order = t["dim_order"];
+      if (!order.is_array() || order.size() != mt.shape.size())
+        r.bad(where + ".dim_order", "expected one entry per dimension");
+      for (const auto& d : order) {
+        if (!d.is_number_unsigned() || d.get<uint64_t>() >= mt.shape.size())
+          r.bad(where + ".dim_order", "expected dimension indices");
+        mt.dim_order.push_back(static_cast<uint8_t>(d.get<uint64_t>()));
+      }
+    }
+    if (m.version == kManifestProgramsVersion && t.contains("opaque")) {
+      if (!t["opaque"].is_boolean()) r.bad(where + ".opaque", "expected a boolean");
+      mt.opaque = t["opaque"].get<bool>();
+    }
     m.tensors.emplace(key, std::move(mt));
   }
   const auto& state = r.field(j, "state", "");

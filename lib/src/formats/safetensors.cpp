@@ -501,6 +501,10 @@ Layout plan_file(const std::vector<Entry>& entries,
       fail_input("safetensors writer: tensor {} has rank {}, above the limit of {}",
                  shown_key(entry.key), entry.shape.size(), Limits::max_rank);
     }
+    if (safetensors_code(entry.dtype).empty()) {
+      fail_input("safetensors writer: tensor {} has type {}, which safetensors cannot store",
+                 shown_key(entry.key), dtype_name(entry.dtype));
+    }
     auto expected = byte_size(entry.dtype, entry.shape);
     if (!expected || *expected != entry.nbytes) {
       fail_input("safetensors writer: tensor {} has {} bytes, which do not match {} [{}]",

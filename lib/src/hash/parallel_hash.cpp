@@ -1,6 +1,8 @@
 // Parallel range hashing: distinct ranges, biggest first, one bounded buffer per task.
 #include "ptepack/hash/parallel_hash.h"
 
+#include "ptepack/base/error.h"
+
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -42,6 +44,32 @@ std::vector<Digest> hash_ranges(const std::vector<ByteRange>& ranges, unsigned j
   std::vector<Digest> out(ranges.size());
   for (size_t i = 0; i < ranges.size(); ++i) out[i] = digests[slot_of[i]];
   return out;
+}
+
+void RangeDigests::add(const ByteRange& range) {
+  pending_.emplace(Id{range.file.get(), range.offset, range.size}, range);
+}
+
+uint64_t RangeDigests::distinct_bytes() const {
+  uint64_t total = 0;
+  for (const auto& [id, range] : pending_) total += range.size;
+  return total;
+}
+
+void RangeDigests::compute(unsigned jobs, Progress* progress) {
+  std::vector<ByteRange> ranges;
+  ranges.reserve(pending_.size());
+  for (const auto& [id, range] : pending_) ranges.push_back(range);
+  auto digests = hash_ranges(ranges, jobs, progress);
+  size_t i = 0;
+  for (const auto& [id, range] : pending_) done_.emplace(id, digests[i++]);
+  pending_.clear();
+}
+
+const Digest& RangeDigests::of(const ByteRange& range) const {
+  auto it = done_.find(Id{range.file.get(), range.offset, range.size});
+  if (it == done_.end()) fail(ErrorCode::internal, "digest of an unhashed range requested");
+  return it->second;
 }
 
 }  // namespace ptepack

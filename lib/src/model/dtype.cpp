@@ -12,9 +12,10 @@ struct Row {
   uint64_t size;
   std::string_view safetensors;
   uint8_t ptd;
+  bool program = true;  // a .ptg ScalarType
 };
 
-constexpr std::array<Row, 13> kRows{{
+constexpr std::array<Row, 23> kRows{{
     {DType::BYTE, "BYTE", 1, "U8", 0},
     {DType::CHAR, "CHAR", 1, "I8", 1},
     {DType::SHORT, "SHORT", 2, "I16", 2},
@@ -28,6 +29,16 @@ constexpr std::array<Row, 13> kRows{{
     {DType::UINT16, "UINT16", 2, "U16", 27},
     {DType::UINT32, "UINT32", 4, "U32", 28},
     {DType::UINT64, "UINT64", 8, "U64", 29},
+    {DType::QINT8, "QINT8", 1, "", 12, false},
+    {DType::QUINT8, "QUINT8", 1, "", 13, false},
+    {DType::QINT32, "QINT32", 4, "", 14, false},
+    {DType::QUINT4X2, "QUINT4X2", 1, "", 16, false},  // two 4-bit values per byte
+    {DType::QUINT2X4, "QUINT2X4", 1, "", 17, false},  // four 2-bit values per byte
+    {DType::BITS16, "BITS16", 2, "", 22, false},
+    {DType::FLOAT8E5M2, "FLOAT8E5M2", 1, "", 23, false},
+    {DType::FLOAT8E4M3FN, "FLOAT8E4M3FN", 1, "", 24, false},
+    {DType::FLOAT8E5M2FNUZ, "FLOAT8E5M2FNUZ", 1, "", 25, false},
+    {DType::FLOAT8E4M3FNUZ, "FLOAT8E4M3FNUZ", 1, "", 26, false},
 }};
 
 const Row& row(DType dtype) {
@@ -53,14 +64,14 @@ std::optional<DType> dtype_from_name(std::string_view name) {
 
 std::optional<DType> dtype_from_program_id(int id) {
   for (const auto& r : kRows) {
-    if (static_cast<int>(r.dtype) == id) return r.dtype;
+    if (r.program && static_cast<int>(r.dtype) == id) return r.dtype;
   }
   return std::nullopt;
 }
 
 std::optional<DType> dtype_from_safetensors(std::string_view code) {
   for (const auto& r : kRows) {
-    if (r.safetensors == code) return r.dtype;
+    if (!r.safetensors.empty() && r.safetensors == code) return r.dtype;
   }
   return std::nullopt;
 }

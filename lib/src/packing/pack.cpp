@@ -13,8 +13,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool is_package_path(const fs::path& output) { return output.extension() == ".ptn"; }
-
 fs::path canonical_or_self(const fs::path& p) {
   std::error_code ec;
   auto c = fs::weakly_canonical(p, ec);
@@ -37,12 +35,20 @@ void check_options(const PackOptions& options) {
          "--shard-prefix {} must be letters, digits, '.', '_' or '-' (not starting with '.')",
          quote(prefix));
   }
-  if (is_package_path(options.output) && s.max_shard_bytes) {
-    fail(ErrorCode::usage, "--max-shard-bytes applies to directory outputs, not to a .ptn package");
+  if ((detail::is_package_path(options.output) || detail::is_program_path(options.output)) &&
+      s.max_shard_bytes) {
+    fail(ErrorCode::usage, "--max-shard-bytes applies to directory outputs, not to a {}",
+         detail::is_package_path(options.output) ? ".ptn package" : ".pte program");
   }
 }
 
-// Refuses outputs that would overwrite an input or clobber an unrelated directory.
+}  // namespace
+
+namespace detail {
+
+bool is_package_path(const fs::path& output) { return output.extension() == ".ptn"; }
+bool is_program_path(const fs::path& output) { return output.extension() == ".pte"; }
+
 void check_output_target(const PackOptions& options, const std::vector<fs::path>& input_paths) {
   auto target = canonical_or_self(options.output);
   for (const auto& input : input_paths) {
@@ -61,7 +67,7 @@ void check_output_target(const PackOptions& options, const std::vector<fs::path>
     }
     return;
   }
-  bool package = is_package_path(options.output);
+  bool package = is_package_path(options.output) || is_program_path(options.output);
   if (package && !fs::is_regular_file(status)) {
     fail(ErrorCode::usage, "{}: exists and is not a regular file", options.output.string());
   }
@@ -79,10 +85,6 @@ void check_output_target(const PackOptions& options, const std::vector<fs::path>
     }
   }
 }
-
-}  // namespace
-
-namespace detail {
 
 void summarize_groups(const std::vector<StoredTensor>& tensors,
                       const std::vector<StorageGroup>& groups, PackSummary& summary,
@@ -106,6 +108,10 @@ void summarize_groups(const std::vector<StoredTensor>& tensors,
 PackSummary pack(const PackOptions& options) {
   check_options(options);
   if (options.inputs.empty()) fail(ErrorCode::usage, "no inputs given");
+  if (detail::holds_programs(parse_input_spec(options.inputs.front()).path) ||
+      detail::is_program_path(options.output)) {
+    return detail::pack_programs(options);
+  }
 
   std::vector<MergeInput> merge_inputs;
   std::vector<fs::path> input_paths;
@@ -113,6 +119,10 @@ PackSummary pack(const PackOptions& options) {
   for (const auto& text : options.inputs) {
     auto spec = parse_input_spec(text);
     auto artifact = load_artifact(spec.path, spec.data);
+    if (!artifact.pte_programs.empty()) {
+      fail(ErrorCode::usage, "{}: .pte programs cannot be packed together with program graphs",
+           artifact.name);
+    }
     if (!artifact.program) {
       fail(ErrorCode::usage, "{}: a {} holds no program; pass it as @DATA of a program input",
            artifact.name, artifact_kind_name(artifact.kind));
@@ -123,7 +133,7 @@ PackSummary pack(const PackOptions& options) {
                   spec.method};
     merge_inputs.push_back(std::move(in));
   }
-  if (!options.dry_run) check_output_target(options, input_paths);
+  if (!options.dry_run) detail::check_output_target(options, input_paths);
 
   for (const auto& in : merge_inputs) {
     for (const auto& m : in.program->methods) {
@@ -134,7 +144,7 @@ PackSummary pack(const PackOptions& options) {
   prepared.merged = merge_programs(std::move(merge_inputs));
   auto& merged = prepared.merged;
   summary.output = options.output.string();
-  summary.package = is_package_path(options.output);
+  summary.package = detail::is_package_path(options.output);
   summary.dry_run = options.dry_run;
   summary.sharding = options.sharding;
   summary.renames = merged.renames;

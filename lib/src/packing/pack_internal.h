@@ -4,8 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "ptepack/formats/manifest.h"
 #include "ptepack/io/output_file.h"
 #include "ptepack/io/progress.h"
+#include "ptepack/packing/file_content.h"
 #include "ptepack/packing/pack.h"
 #include "ptepack/packing/storage.h"
 
@@ -24,6 +26,37 @@ void write_package(const PreparedPack& prepared, const PackOptions& options, Ato
                    Progress* progress, PackSummary& summary);
 void write_directory(const PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
                      Progress* progress, PackSummary& summary);
+
+// Shard helpers shared by the program-graph and .pte directory writers.
+Digest write_small_file(const std::filesystem::path& path, const std::string& display,
+                                      const std::string& bytes);
+// plan_shards, with the output named in its errors.
+[[nodiscard]] std::vector<PlannedShard> plan_for_output(const std::vector<StoredTensor>& tensors,
+                                                        const std::vector<StorageGroup>& groups,
+                                                        const PackOptions& options);
+// Exact layout of every planned shard; fills summary.shards and adds to output_bytes.
+[[nodiscard]] std::vector<FileContent> lay_out_shards(const std::vector<StoredTensor>& tensors,
+                                                      const std::vector<StorageGroup>& groups,
+                                                      const std::vector<PlannedShard>& plan,
+                                                      const PackOptions& options,
+                                                      PackSummary& summary);
+// Writes the shards under content names, in parallel; fills their names into
+// summary and the manifest's shard fields, shards, tensors and weight_map.
+void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
+                  const std::vector<PlannedShard>& plan, const std::vector<FileContent>& contents,
+                  const PackOptions& options, AtomicOutput& output, Progress* progress,
+                  PackSummary& summary, Manifest& manifest);
+
+[[nodiscard]] bool is_package_path(const std::filesystem::path& output);  // NAME.ptn
+[[nodiscard]] bool is_program_path(const std::filesystem::path& output);  // NAME.pte
+// True when PATH is a .pte program or a directory (or manifest) of programs.
+[[nodiscard]] bool holds_programs(const std::filesystem::path& path);
+// Refuses outputs that would overwrite an input or clobber an unrelated directory.
+void check_output_target(const PackOptions& options,
+                         const std::vector<std::filesystem::path>& input_paths);
+
+// The .pte front end's pack (inputs are .pte programs or directories of them).
+[[nodiscard]] PackSummary pack_programs(const PackOptions& options);
 
 // Summary fields shared by both writers: dedup, aliases and byte counts.
 // Also tells `progress` how many bytes the writer will copy.

@@ -18,8 +18,9 @@ ShardLayout layout_shard(const std::vector<StoredTensor>& tensors,
     for (size_t g : shard_groups) {
       for (size_t index : groups[g].members) {
         const auto& t = tensors[index];
-        entries.push_back(
-            {t.key, t.data.dtype, t.data.shape, static_cast<uint32_t>(segment_sizes.size())});
+        entries.push_back({t.key, t.data.dtype, t.data.shape,
+                           static_cast<uint32_t>(segment_sizes.size()), t.data.dim_order,
+                           t.data.opaque});
       }
       segment_sizes.push_back(groups[g].nbytes);
     }

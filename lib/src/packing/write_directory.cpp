@@ -27,7 +27,8 @@ FileContent shard_content(const std::vector<StoredTensor>& tensors,
   return content;
 }
 
-// Writes a small in-memory file into the output directory; returns its digest.
+}  // namespace
+
 Digest write_small_file(const fs::path& path, const std::string& display,
                         const std::string& bytes) {
   OutputFile file(path, display);
@@ -36,28 +37,24 @@ Digest write_small_file(const fs::path& path, const std::string& display,
   return sha256(bytes);
 }
 
-}  // namespace
-
-void write_directory(const PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
-                     Progress* progress, PackSummary& summary) {
-  const auto& tensors = prepared.tensors;
-  const auto& sharding = options.sharding;
-  auto groups =
-      group_tensors(tensors, sharding.format == ShardFormat::ptd ? DedupRule::bytes
-                                                                 : DedupRule::dtype_shape_bytes);
-  summarize_groups(tensors, groups, summary, progress);
-  std::vector<PlannedShard> plan;
+std::vector<PlannedShard> plan_for_output(const std::vector<StoredTensor>& tensors,
+                                          const std::vector<StorageGroup>& groups,
+                                          const PackOptions& options) {
   try {
-    plan = plan_shards(tensors, groups, sharding);
+    return plan_shards(tensors, groups, options.sharding);
   } catch (const Error& e) {
     throw Error(e.code(),
                 options.output.string() + ": " + e.what());  // name the output in the message
   }
-  const char* ext = sharding.format == ShardFormat::ptd ? "ptd" : "safetensors";
+}
 
+std::vector<FileContent> lay_out_shards(const std::vector<StoredTensor>& tensors,
+                                        const std::vector<StorageGroup>& groups,
+                                        const std::vector<PlannedShard>& plan,
+                                        const PackOptions& options, PackSummary& summary) {
+  const auto& sharding = options.sharding;
   std::vector<FileContent> contents(plan.size());
   summary.shards.resize(plan.size());
-  summary.output_bytes = prepared.program_bytes.size();
   for (size_t s = 0; s < plan.size(); ++s) {
     contents[s] = shard_content(tensors, groups, plan[s], sharding, summary.shards[s].keys);
     if (sharding.max_shard_bytes && sharding.cap_mode == CapMode::file &&
@@ -69,18 +66,19 @@ void write_directory(const PreparedPack& prepared, const PackOptions& options, A
     summary.shards[s].payload_bytes = plan[s].payload_bytes;
     summary.output_bytes += contents[s].size;
   }
-  if (output == nullptr) return;
+  return contents;
+}
 
-  const auto& dir = output->temp_path();
-  auto display = [&](const std::string& name) { return (output->target() / name).string(); };
-  Manifest manifest;
-  manifest.program = {
-      "program.ptg",
-      to_hex(write_small_file(dir / "program.ptg", display("program.ptg"), prepared.program_bytes)),
-      prepared.program_bytes.size()};
-  manifest.shard_format = std::string(shard_format_name(sharding.format));
-  manifest.max_shard_bytes = sharding.max_shard_bytes;
-  manifest.cap_mode = std::string(cap_mode_name(sharding.cap_mode));
+void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
+                  const std::vector<PlannedShard>& plan, const std::vector<FileContent>& contents,
+                  const PackOptions& options, AtomicOutput& output, Progress* progress,
+                  PackSummary& summary, Manifest& manifest) {
+  const auto& dir = output.temp_path();
+  auto display = [&](const std::string& name) { return (output.target() / name).string(); };
+  const char* ext = options.sharding.format == ShardFormat::ptd ? "ptd" : "safetensors";
+  manifest.shard_format = std::string(shard_format_name(options.sharding.format));
+  manifest.max_shard_bytes = options.sharding.max_shard_bytes;
+  manifest.cap_mode = std::string(cap_mode_name(options.sharding.cap_mode));
 
   // Shards are independent files: write them in parallel, each hashed as it streams.
   std::vector<Digest> digests(plan.size());
@@ -108,15 +106,38 @@ void write_directory(const PreparedPack& prepared, const PackOptions& options, A
       const auto& owner = tensors[members[0]];
       for (size_t index : members) {
         const auto& t = tensors[index];
-        ManifestTensor mt{
-            name, to_hex(t.sha256), t.data.bytes.size, t.data.dtype, t.data.shape, t.is_mutable,
-            {}};
+        ManifestTensor mt{name,          to_hex(t.sha256), t.data.bytes.size, t.data.dtype,
+                          t.data.shape,  t.is_mutable,     {},                t.data.dim_order,
+                          t.data.opaque};
         if (index != members[0]) mt.alias_of = owner.key;
         manifest.tensors.emplace(t.key, std::move(mt));
       }
     }
     for (const auto& key : summary.shards[s].keys) manifest.weight_map.emplace(key, name);
   }
+}
+
+void write_directory(const PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
+                     Progress* progress, PackSummary& summary) {
+  const auto& tensors = prepared.tensors;
+  const auto& sharding = options.sharding;
+  auto groups =
+      group_tensors(tensors, sharding.format == ShardFormat::ptd ? DedupRule::bytes
+                                                                 : DedupRule::dtype_shape_bytes);
+  summarize_groups(tensors, groups, summary, progress);
+  auto plan = plan_for_output(tensors, groups, options);
+  summary.output_bytes = prepared.program_bytes.size();
+  auto contents = lay_out_shards(tensors, groups, plan, options, summary);
+  if (output == nullptr) return;
+
+  const auto& dir = output->temp_path();
+  auto display = [&](const std::string& name) { return (output->target() / name).string(); };
+  Manifest manifest;
+  manifest.program = {
+      "program.ptg",
+      to_hex(write_small_file(dir / "program.ptg", display("program.ptg"), prepared.program_bytes)),
+      prepared.program_bytes.size()};
+  write_shards(tensors, groups, plan, contents, options, *output, progress, summary, manifest);
   manifest.state = summary.state;
   if (sharding.format == ShardFormat::safetensors) {
     auto index = safetensors::index_json(manifest.total_size, manifest.weight_map);

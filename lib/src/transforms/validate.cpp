@@ -229,6 +229,10 @@ std::string tensor_data_problem(const nb::TensorMetaT& meta, const TensorData& d
     return fmt::format("{}: graph declares shape {} but data has shape [{}]", where,
                        describe_meta(meta), fmt::join(data.shape, ", "));
   }
+  if (!data.dim_order.empty()) {
+    return fmt::format("{}: data has dim_order [{}]; program graphs take contiguous data only",
+                       where, fmt::join(data.dim_order, ", "));
+  }
   auto expected = byte_size(data.dtype, data.shape);
   if (!expected || *expected != data.bytes.size) {
     return fmt::format("{}: data has {} bytes but {} [{}] needs {}", where, data.bytes.size,

@@ -9,6 +9,7 @@
 
 #include "ptepack/formats/manifest.h"
 #include "ptepack/formats/program.h"
+#include "ptepack/formats/pte.h"
 #include "ptepack/model/tensor.h"
 
 namespace ptepack {
@@ -20,6 +21,18 @@ enum class ArtifactKind {
   ptd,                // FlatTensor data file
   safetensors,        // one safetensors file
   safetensors_index,  // *.safetensors.index.json
+  pte,                // ExecuTorch program, with optional .ptd data files
+  programs,           // directory of .pte programs (manifest version 2)
+};
+
+// A .pte program of an artifact.
+struct ProgramFile {
+  std::string file;  // file name (the name it keeps in an output directory)
+  pte::Program program;
+  // Directory of programs: the keys the manifest lists as the program's named
+  // data (in program order). Null for a .pte given directly: there every key of
+  // its data files belongs to it.
+  std::optional<std::vector<std::string>> named_keys;
 };
 
 [[nodiscard]] std::string_view artifact_kind_name(ArtifactKind kind);
@@ -28,7 +41,8 @@ struct Artifact {
   ArtifactKind kind = ArtifactKind::program;
   std::string name;            // as given, for messages
   std::filesystem::path root;  // the file, or the output directory
-  ProgramPtr program;          // null for pure data files
+  ProgramPtr program;          // program graph artifacts; null otherwise
+  std::vector<ProgramFile> pte_programs;  // pte and programs artifacts
   TensorTable data;            // every readable key; aliases point at their owner's bytes
   std::map<std::string, std::string> aliases;  // alias key -> owner key
   std::optional<Manifest> manifest;            // directory artifacts

@@ -23,8 +23,10 @@ inline constexpr uint64_t default_alignment = 128;
 struct Entry {
   std::string key;
   DType dtype = DType::BYTE;
-  Shape shape;  // written as int32 sizes (error if a dim does not fit); dim_order 0..rank-1
-  uint32_t segment = 0;  // index into segment_sizes
+  Shape shape;            // written as int32 sizes (error if a dim does not fit)
+  uint32_t segment = 0;   // index into segment_sizes
+  std::vector<uint8_t> dim_order = {};  // empty: 0..rank-1
+  bool opaque = false;                  // no TensorLayout (delegate named data)
 };
 
 // Where everything of a planned .ptd goes. The caller writes `head` at offset 0,
@@ -50,7 +52,7 @@ Layout plan_file(const std::vector<Entry>& entries, const std::vector<uint64_t>&
 // for any call of plan_file, head size before padding (i.e. 48 + flatbuffer size) <=
 // head_bound_fixed() + sum(head_bound_entry(key.size(), rank)) + segments * head_bound_segment().
 uint64_t head_bound_fixed();
-uint64_t head_bound_entry(uint64_t key_length, uint64_t rank);
+uint64_t head_bound_entry(uint64_t key_length, uint64_t rank, bool opaque = false);
 uint64_t head_bound_segment();
 
 struct Segment {
@@ -69,9 +71,9 @@ struct File {
 // Reads and validates a .ptd: identifier FT01, FH01 header (length >= 40, offsets consistent with
 // the file size), verifier, segments inside [segment_base, segment_base + segment_data_size) and
 // the file, NamedData keys unique/non-empty/<= Limits::max_key_length, segment_index in range,
-// layout dtype known (QINT8 etc. and FLOAT8 types are rejected as unsupported), rank <=
-// Limits::max_rank, dims >= 0, dim_order the identity permutation, layout byte size == segment
-// size. A NamedData without tensor_layout is read as BYTE with shape [segment size]. All errors:
+// layout scalar type one of ExecuTorch's, rank <= Limits::max_rank, dims >= 0, dim_order a
+// permutation of the dimensions, layout byte size == segment size. A NamedData without
+// tensor_layout is read as opaque bytes (BYTE, shape [segment size]). All errors:
 // ErrorCode::invalid_input, "<file>: ..." naming the key or segment index.
 File read_file(const InputFilePtr& file);
 

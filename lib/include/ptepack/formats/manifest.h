@@ -17,6 +17,16 @@ struct ManifestProgram {
   uint64_t size = 0;
 };
 
+// Version 2: one .pte program of a directory of programs.
+struct ManifestProgramEntry {
+  std::string file;
+  std::string sha256;
+  uint64_t size = 0;
+  std::vector<std::string> methods;     // execution plan names, in order
+  std::vector<std::string> shards;      // the shard files it needs, in the order to load them
+  std::vector<std::string> named_data;  // keys it reads as named data, in program order
+};
+
 struct ManifestShard {
   std::string file;
   std::string sha256;
@@ -33,10 +43,14 @@ struct ManifestTensor {
   Shape shape;
   bool is_mutable = false;
   std::optional<std::string> alias_of;
+  std::vector<uint8_t> dim_order = {};  // version 2: recorded when not the identity
+  bool opaque = false;                  // version 2: stored without a tensor layout
 };
 
 struct Manifest {
-  ManifestProgram program;
+  int version = 1;                              // 1: program graph; 2: .pte programs
+  ManifestProgram program;                      // version 1
+  std::vector<ManifestProgramEntry> programs;  // version 2
   std::string shard_format;                 // "ptd" or "safetensors"
   std::optional<uint64_t> max_shard_bytes;  // null when uncapped
   std::string cap_mode;                     // "file" or "payload"
@@ -48,7 +62,8 @@ struct Manifest {
 };
 
 inline constexpr std::string_view kManifestFormat = "ptepack.manifest";
-inline constexpr int kManifestVersion = 1;
+inline constexpr int kManifestVersion = 1;          // program-graph directories
+inline constexpr int kManifestProgramsVersion = 2;  // directories of .pte programs
 
 // Stable JSON text: fields in schema order, maps sorted, 2-space indent, final newline.
 [[nodiscard]] std::string manifest_to_json(const Manifest& manifest);

@@ -1,6 +1,9 @@
 // SHA-256 of many byte ranges on several threads, each range read in bounded chunks.
 #pragma once
 
+#include <map>
+#include <tuple>
+
 #include <vector>
 
 #include "ptepack/hash/sha256.h"
@@ -16,5 +19,21 @@ namespace ptepack {
                                               Progress* progress = nullptr);
 
 inline constexpr size_t kChunkBytes = 1 << 20;
+
+// Digests looked up by range: add every range, compute() once, then ask of().
+class RangeDigests {
+ public:
+  void add(const ByteRange& range);
+  // Distinct bytes to hash (for progress totals).
+  [[nodiscard]] uint64_t distinct_bytes() const;
+  void compute(unsigned jobs, Progress* progress);
+  // The digest of a range added before compute(); internal error otherwise.
+  [[nodiscard]] const Digest& of(const ByteRange& range) const;
+
+ private:
+  using Id = std::tuple<const InputFile*, uint64_t, uint64_t>;
+  std::map<Id, ByteRange> pending_;
+  std::map<Id, Digest> done_;
+};
 
 }  // namespace ptepack

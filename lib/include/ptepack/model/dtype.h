@@ -7,7 +7,9 @@
 
 namespace ptepack {
 
-// Values are the Program (.ptg) ScalarType ids.
+// Values are the Program (.ptg) ScalarType ids. The types only ExecuTorch's
+// ScalarType has (quantised, bit-packed, FLOAT8) get ids above 100, which no
+// .ptg may use; they reach ptepack through .ptd files and .pte programs.
 enum class DType : uint8_t {
   BYTE = 0,
   CHAR = 1,
@@ -22,6 +24,16 @@ enum class DType : uint8_t {
   UINT16 = 16,
   UINT32 = 17,
   UINT64 = 18,
+  QINT8 = 112,
+  QUINT8 = 113,
+  QINT32 = 114,
+  QUINT4X2 = 116,
+  QUINT2X4 = 117,
+  BITS16 = 122,
+  FLOAT8E5M2 = 123,
+  FLOAT8E4M3FN = 124,
+  FLOAT8E5M2FNUZ = 125,
+  FLOAT8E4M3FNUZ = 126,
 };
 
 // Program ScalarType name ("FLOAT"), as the manifest and dump print it.
@@ -30,7 +42,7 @@ enum class DType : uint8_t {
 [[nodiscard]] std::optional<DType> dtype_from_program_id(int id);
 [[nodiscard]] uint64_t element_size(DType dtype);
 
-// safetensors dtype codes ("F32").
+// safetensors dtype codes ("F32"); empty for types safetensors cannot name.
 [[nodiscard]] std::string_view safetensors_code(DType dtype);
 [[nodiscard]] std::optional<DType> dtype_from_safetensors(std::string_view code);
 

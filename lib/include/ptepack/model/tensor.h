@@ -20,6 +20,12 @@ struct TensorData {
   DType dtype = DType::BYTE;
   Shape shape;
   ByteRange bytes;
+  // Memory order of the dimensions (outer to inner); empty means contiguous
+  // (0, 1, ..., rank-1). Only .ptd layouts and .pte tensors carry one.
+  std::vector<uint8_t> dim_order = {};
+  // Opaque bytes without a tensor layout (delegate named data): dtype BYTE,
+  // shape [size], and a .ptd entry written without TensorLayout.
+  bool opaque = false;
   // Digest the source promises for these bytes (a directory's manifest),
   // checked when the bytes are hashed so corrupt inputs are never repacked.
   std::optional<std::string> expected_sha256 = std::nullopt;

@@ -44,6 +44,16 @@ struct ShardSummary {
   std::vector<std::string> keys;
 };
 
+// A .pte program written by pack (directory of programs, or a .pte output).
+struct ProgramSummary {
+  std::string file;   // its file name in the output
+  std::string input;  // where it came from
+  std::vector<std::string> methods;
+  std::vector<std::string> shards;  // data files it needs, in load order (empty in a dry run)
+  size_t shard_count = 0;
+  uint64_t size = 0;
+};
+
 struct PackSummary {
   std::string output;
   bool package = false;
@@ -61,6 +71,8 @@ struct PackSummary {
   uint64_t dropped_bytes = 0;
   std::vector<ShardSummary> shards;
   uint64_t output_bytes = 0;  // total bytes written (or planned)
+  std::vector<ProgramSummary> programs;  // .pte inputs
+  std::vector<std::string> notes;        // advice that is not an error
 };
 
 // Runs the whole command. Nothing is written on error or in a dry run;
