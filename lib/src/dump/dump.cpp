@@ -8,6 +8,7 @@
 
 #include "ptepack/formats/json_util.h"
 
+#include "dump_pte.h"
 #include "graph_text.h"
 #include "ptepack/base/format_util.h"
 #include "ptepack/formats/artifact.h"
@@ -147,10 +148,14 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
                        ? referenced_bytes + unreferenced_bytes - stored_bytes
                        : 0;
 
+  ProgramDump programs;
+  if (!artifact.pte_programs.empty()) programs = dump_programs(artifact, options);
+
   if (options.json) {
     ordered j;
     j["artifact"] = artifact.name;
     j["kind"] = artifact_kind_name(artifact.kind);
+    if (!artifact.pte_programs.empty()) j["programs"] = programs.json;
     if (artifact.program) {
       ordered methods = ordered::array();
       for (const auto& m : artifact.program->methods)
@@ -206,6 +211,7 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
   std::string out;
   auto line = [&out](const std::string& text) { out += text + "\n"; };
   line(fmt::format("{} ({})", artifact.name, artifact_kind_name(artifact.kind)));
+  out += programs.text;
   if (artifact.program) {
     line(fmt::format("\nmethods: {}", artifact.program->methods.size()));
     for (const auto& m : artifact.program->methods) {
