@@ -6,6 +6,7 @@
 
 #include "ptepack/base/error.h"
 #include "ptepack/formats/program.h"
+#include "ptepack/formats/pte.h"
 #include "ptepack/model/tensor.h"
 #include "ptepack/transforms/program_keys.h"
 
@@ -31,5 +32,18 @@ bool attempt(std::vector<std::string>& problems, Fn&& fn) {
 void check_packed_program(const nb::ProgramT& program, const ProgramKeys& keys,
                           const TensorTable& data, const std::string& context,
                           std::vector<std::string>& problems);
+
+// A .pte program against the data files it is loaded with: every EXTERNAL
+// tensor and every named-data key resolvable in exactly one of them (a key in
+// two is a load error), EXTERNAL ones with the exact layout the runtime demands.
+// `packed`: also what pack guarantees (no constant bytes or named data left).
+struct DataFile {
+  std::string name;
+  const TensorTable* tensors = nullptr;
+};
+void check_program_data(const pte::Program& program, const std::string& context,
+                        const std::vector<DataFile>& files,
+                        const std::vector<std::string>& named_keys, bool packed,
+                        std::vector<std::string>& problems);
 
 }  // namespace ptepack

@@ -164,6 +164,16 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
     report.kind = std::string(artifact_kind_name(artifact.kind));
     report.files_checked = 1 + artifact.data_files.size();
     report.tensors_checked = artifact.data.size();
+    for (const auto& pf : artifact.pte_programs) {
+      // A program and the data files given with it (the same-stem .ptd).
+      std::vector<DataFile> files;
+      if (!artifact.data_files.empty()) files.push_back({artifact.data_files.front(), &artifact.data});
+      bool external = false;
+      for (const auto& t : pf.program.tensors) external = external || t.storage == pte::Storage::external;
+      if (external || !files.empty()) {
+        check_program_data(pf.program, artifact.name, files, {}, false, report.problems);
+      }
+    }
     if (artifact.program) {
       for (const auto& method : artifact.program->methods) {
         auto found = validate_method_structure(*method, artifact.name);

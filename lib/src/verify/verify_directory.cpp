@@ -26,6 +26,54 @@ struct ShardContents {
   uint64_t payload = 0;
 };
 
+std::vector<const TensorTable*> contents_tables(const std::vector<ShardContents>& contents) {
+  std::vector<const TensorTable*> out;
+  for (const auto& c : contents) out.push_back(c.readable ? &c.tensors : nullptr);
+  return out;
+}
+
+// Each .pte of a directory of programs: size, digest, structure, methods, and
+// every key it needs resolvable in exactly one of the shards the manifest lists for it.
+void verify_program_entries(const Manifest& m, const DirectoryPaths& paths,
+                            const std::map<std::string, size_t>& shard_index,
+                            const std::vector<const TensorTable*>& tables,
+                            const VerifyOptions& options, VerifyReport& report) {
+  auto& problems = report.problems;
+  const auto mname = paths.manifest.string();
+  for (const auto& entry : m.programs) {
+    attempt(problems, [&] {
+      auto file = open_inside(paths.dir, entry.file, mname);
+      ++report.files_checked;
+      report.bytes_hashed += file->size();
+      if (file->size() != entry.size) {
+        problems.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(),
+                                       file->size(), entry.size));
+      }
+      auto digest = hash_ranges({ByteRange{file, 0, file->size()}}, options.jobs).front();
+      if (to_hex(digest) != entry.sha256) {
+        problems.push_back(fmt::format("{}: SHA-256 differs from the manifest", file->name()));
+      }
+      auto program = pte::read(file);
+      if (program.plans != entry.methods) {
+        problems.push_back(fmt::format("{}: methods [{}] differ from the manifest's [{}]",
+                                       file->name(), fmt::join(program.plans, ", "),
+                                       fmt::join(entry.methods, ", ")));
+      }
+      std::vector<DataFile> files;
+      for (const auto& shard : entry.shards) {
+        auto it = shard_index.find(shard);
+        if (it == shard_index.end()) {
+          problems.push_back(
+              fmt::format("{}: data file {} is not a listed shard", file->name(), shard));
+        } else if (tables[it->second] != nullptr) {
+          files.push_back({shard, tables[it->second]});
+        }
+      }
+      check_program_data(program, file->name(), files, entry.named_data, true, problems);
+    });
+  }
+}
+
 }  // namespace
 
 void verify_directory(const fs::path& path, const VerifyOptions& options, VerifyReport& report) {
@@ -46,7 +94,16 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   const char* ext = ptd_format ? ".ptd" : ".safetensors";
 
   // Files present versus files listed.
-  std::set<std::string> expected{"manifest.json", m.program.file};
+  const bool programs = m.version == kManifestProgramsVersion;
+  std::set<std::string> expected{"manifest.json"};
+  if (programs) {
+    for (const auto& p : m.programs) {
+      if (!expected.insert(p.file).second)
+        problems.push_back(fmt::format("{}: program {} is listed twice", mname, p.file));
+    }
+  } else {
+    expected.insert(m.program.file);
+  }
   if (!ptd_format) expected.insert("model.safetensors.index.json");
   for (const auto& s : m.shards) {
     if (!expected.insert(s.file).second)
@@ -64,9 +121,9 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     problems.push_back(
         fmt::format("{}: cannot list directory: {}", paths.dir.string(), ec.message()));
 
-  // Program.
+  // Program (a directory of .pte programs checks its programs after the shards).
   ProgramPtr program;
-  attempt(problems, [&] {
+  if (!programs) attempt(problems, [&] {
     auto file = open_inside(paths.dir, m.program.file, mname);
     ++report.files_checked;
     if (file->size() != m.program.size) {
@@ -208,6 +265,21 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     }
   }
 
+  // A key in two shards: a loader given both refuses them, pack never writes it.
+  std::map<std::string, std::string> first_shard;
+  for (const auto& s : m.shards) {
+    for (const auto& k : s.keys) {
+      auto [it, fresh] = first_shard.emplace(k, s.file);
+      if (!fresh) {
+        problems.push_back(fmt::format("{}: key {} is in two shards: {} and {}", mname, quote(k),
+                                       it->second, s.file));
+      }
+    }
+  }
+  if (programs) {
+    verify_program_entries(m, paths, shard_index, contents_tables(contents), options, report);
+  }
+
   // Derived manifest fields.
   std::map<std::string, std::string> weight_map;
   uint64_t total = 0;
@@ -231,7 +303,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
       }
     });
   }
-  if (!program) return;
+  if (!program) return;  // also every directory of .pte programs
   auto keys = analyze_program_keys(*program);
   std::vector<std::string> state(keys.mutated.begin(), keys.mutated.end());
   if (state != m.state)
