@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <set>
+#include <tuple>
 
 #include "pack_internal.h"
 #include "ptepack/base/error.h"
@@ -91,9 +92,23 @@ PackSummary inline_one(const PackOptions& options, const Inputs& in, const Range
   rewrite.alignment = options.sharding.alignment;
   auto content = program_content(pte::rewrite(source.file->program, rewrite));
   summary.programs.push_back(program_summary(source, content.size));
+  summary.programs.back().file = options.output.filename().string();
   summary.output_bytes = content.size;
+  std::set<std::tuple<const InputFile*, uint64_t, uint64_t>> named;
   for (const auto& c : rewrite.constants) summary.stored_bytes += c.size;
-  summary.tensors = rewrite.named_data.size();
+  for (const auto& [key, range] : rewrite.named_data) {
+    summary.logical_bytes += range.size;
+    if (named.emplace(range.file.get(), range.offset, range.size).second)
+      summary.stored_bytes += range.size;
+  }
+  const auto& tensors = source.file->program.tensors;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (rewrite.tensors[i].kind != pte::TensorEdit::Kind::constant) continue;
+    summary.logical_bytes += rewrite.constants[rewrite.tensors[i].buffer].size;
+    ++summary.tensors;
+  }
+  summary.tensors += rewrite.named_data.size();
+  summary.unique_tensors = rewrite.constants.size() + named.size();
   if (options.dry_run) return summary;
   progress.set_write_total(content.size);
   AtomicOutput output(options.output, AtomicOutput::Kind::file);

@@ -1,5 +1,6 @@
 // Text and JSON summaries of a pack run (or of its plan, with --dry-run).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "ptepack/formats/json_util.h"
@@ -12,13 +13,24 @@ namespace ptepack {
 std::string render_pack_text(const PackSummary& s) {
   std::string out;
   auto line = [&out](const std::string& text) { out += text + "\n"; };
+  const bool program_file = !s.programs.empty() && s.output.ends_with(".pte");
   line(fmt::format(
       "{} {} ({})", s.dry_run ? "plan for" : "packed", s.output,
-      s.package ? "ptn package"
-                : fmt::format("directory, {} shards", shard_format_name(s.sharding.format))));
+      s.package        ? "ptn package"
+      : program_file   ? "pte program, every byte inside"
+                       : fmt::format("directory, {} shards", shard_format_name(s.sharding.format))));
   line(fmt::format("methods: {}", s.methods.size()));
   for (const auto& [method, input] : s.methods)
     line(fmt::format("  {:<20} from {}", method, input));
+  if (!s.programs.empty()) line(fmt::format("programs: {}", s.programs.size()));
+  for (const auto& p : s.programs) {
+    std::string needs =
+        program_file ? std::string("loads without data files")
+        : p.shards.empty()
+            ? fmt::format("needs {} data file{}", p.shard_count, p.shard_count == 1 ? "" : "s")
+            : fmt::format("needs {}", fmt::join(p.shards, " "));
+    line(fmt::format("  {:<28} {:>12} bytes  {}", p.file, p.size, needs));
+  }
   line(fmt::format("renamed keys: {}", s.renames.size()));
   for (const auto& r : s.renames) line(fmt::format("  {}: {} -> {}", r.method, r.from, r.to));
   line(fmt::format("state keys: {}", s.state.size()));
@@ -32,7 +44,7 @@ std::string render_pack_text(const PackSummary& s) {
     line(fmt::format("dropped: {} unreferenced keys, {}", s.dropped_keys,
                      human_bytes(s.dropped_bytes)));
   }
-  if (!s.package) {
+  if (!s.package && !program_file) {
     std::string cap = s.sharding.max_shard_bytes
                           ? fmt::format("{} ({} mode)", *s.sharding.max_shard_bytes,
                                         cap_mode_name(s.sharding.cap_mode))
@@ -46,8 +58,9 @@ std::string render_pack_text(const PackSummary& s) {
     }
   }
   line(s.dry_run ? fmt::format("would write: {} bytes{}", s.output_bytes,
-                               s.package ? "" : " and manifest.json")
+                               s.package || program_file ? "" : " and manifest.json")
                  : fmt::format("wrote: {} bytes", s.output_bytes));
+  for (const auto& note : s.notes) line("note: " + note);
   return out;
 }
 
@@ -87,6 +100,18 @@ std::string render_pack_json(const PackSummary& s) {
                         {"keys", sh.keys}});
     }
     j["shards"] = shards;
+  }
+  if (!s.programs.empty()) {
+    ordered programs = ordered::array();
+    for (const auto& p : s.programs) {
+      programs.push_back({{"file", p.file},
+                          {"input", p.input},
+                          {"methods", p.methods},
+                          {"size", p.size},
+                          {"shards", p.shards}});
+    }
+    j["programs"] = programs;
+    j["notes"] = s.notes;
   }
   j["output_bytes"] = s.output_bytes;
   return json_text(j);
