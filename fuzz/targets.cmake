@@ -5,5 +5,6 @@ set(PTEPACK_FUZZ_TARGETS
   safetensors
   safetensors_index
   ptd
+  pte
   zip
   manifest)

@@ -10,6 +10,7 @@
 
 #include "dump_pte.h"
 #include "graph_text.h"
+#include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
 #include "ptepack/formats/artifact.h"
 #include "ptepack/hash/parallel_hash.h"
@@ -209,7 +210,7 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
   }
 
   std::string out;
-  auto line = [&out](const std::string& text) { out += text + "\n"; };
+  auto line = [&out](const std::string& text) { out += text_line(text); };
   line(fmt::format("{} ({})", artifact.name, artifact_kind_name(artifact.kind)));
   out += programs.text;
   if (artifact.program) {

@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
 #include "ptepack/hash/parallel_hash.h"
 #include "ptepack/schema/pte_program_generated.h"
@@ -116,7 +117,7 @@ ProgramDump dump_programs(const Artifact& artifact, const DumpOptions& options) 
 
   ProgramDump out;
   out.json = ordered::array();
-  auto line = [&out](const std::string& text) { out.text += text + "\n"; };
+  auto line = [&out](const std::string& text) { out.text += text_line(text); };
   std::map<std::string, const ManifestProgramEntry*> entries;
   if (artifact.manifest) {
     for (const auto& e : artifact.manifest->programs) entries.emplace(e.file, &e);

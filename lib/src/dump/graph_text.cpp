@@ -1,6 +1,8 @@
 // Renders graph nodes as `name = target(args) -> outputs` lines and as JSON.
 #include "graph_text.h"
 
+#include "ptepack/base/error.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -91,21 +93,23 @@ std::string graph_text(const nb::GraphT& graph, size_t indent) {
                                          : fmt::format("{} (alias of {})", o->name, o->alias_of));
     switch (node->op_kind) {
       case nb::OpKind::PLACEHOLDER:
-        out += fmt::format("{}placeholder {}\n", pad, node->name);
+        out += pad + text_line(fmt::format("placeholder {}", node->name));
         break;
       case nb::OpKind::OUTPUT:
-        out += fmt::format("{}output({})\n", pad, fmt::join(args, ", "));
+        out += pad + text_line(fmt::format("output({})", fmt::join(args, ", ")));
         break;
       default:
-        out += fmt::format("{}{} = {}({})\n", pad,
-                           outs.empty() ? node->name : fmt::format("{}", fmt::join(outs, ", ")),
-                           node->target, fmt::join(args, ", "));
+        out += pad + text_line(fmt::format(
+                         "{} = {}({})",
+                         outs.empty() ? node->name : fmt::format("{}", fmt::join(outs, ", ")),
+                         node->target, fmt::join(args, ", ")));
     }
     for (const auto& input : node->inputs) {
       if (input->arg->value.type != nb::ArgumentValue::GraphArg) continue;
       const auto& sub = *input->arg->value.AsGraphArg();
-      out += fmt::format("{}  subgraph {} (inputs: {}; outputs: {})\n", pad, sub.name,
-                         fmt::join(sub.graph->inputs, ", "), fmt::join(sub.graph->outputs, ", "));
+      out += pad + text_line(fmt::format("  subgraph {} (inputs: {}; outputs: {})", sub.name,
+                                         fmt::join(sub.graph->inputs, ", "),
+                                         fmt::join(sub.graph->outputs, ", ")));
       out += graph_text(*sub.graph, indent + 4);
     }
   }

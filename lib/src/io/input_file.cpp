@@ -14,7 +14,9 @@
 namespace ptepack {
 
 std::shared_ptr<const InputFile> InputFile::open(const std::filesystem::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO or device must not wait for a writer; only regular
+  // files pass the check below, and reads of those never block on it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail(ErrorCode::io, "{}: cannot open: {}", path.string(), std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

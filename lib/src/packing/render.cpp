@@ -5,6 +5,7 @@
 
 #include "ptepack/formats/json_util.h"
 
+#include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
 #include "ptepack/packing/pack.h"
 
@@ -12,7 +13,7 @@ namespace ptepack {
 
 std::string render_pack_text(const PackSummary& s) {
   std::string out;
-  auto line = [&out](const std::string& text) { out += text + "\n"; };
+  auto line = [&out](const std::string& text) { out += text_line(text); };
   const bool program_file = !s.programs.empty() && s.output.ends_with(".pte");
   line(fmt::format(
       "{} {} ({})", s.dry_run ? "plan for" : "packed", s.output,

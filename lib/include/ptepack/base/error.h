@@ -43,6 +43,12 @@ template <typename... Args>
 // Quotes a key or name for messages so empty or odd names stay visible.
 // (Not named `quoted`: ADL would pick std::quoted for std::string arguments.)
 std::string quote(std::string_view text);
+// The same escaping without the quotes: every name shown in text output goes
+// through it, so a crafted key cannot forge lines or terminal controls.
+std::string escaped(std::string_view text);
+// One line of text output: leading newlines (blank lines before a section)
+// kept, everything else escaped, then a newline.
+std::string text_line(std::string_view text);
 std::string quoted(std::string_view text);
 inline std::string quoted(const std::string& text) { return quote(text); }
 
