@@ -382,9 +382,7 @@ def generate(args):
     referenced = (sum(c.nbytes for c, _ in constants) + sum(c.nbytes for c in named))
     unique = {c.index: c.nbytes for c, _ in constants}
     unique.update({c.index: c.nbytes for c in named})
-    report = {"format": "ptepack.bench.pte", "version": 1,
-              "params": {"size": args.size, "named": args.named, "dup": args.dup,
-                         "max_tensor": args.max_tensor, "seed": args.seed},
+    report = {"format": "ptepack.bench.pte", "version": 1, "params": params_of(args),
               "file": os.path.basename(args.out), "file_bytes": os.path.getsize(args.out),
               "program_size": size, "segment_base_offset": base,
               "segment_data_size": data_size, "constants": len(constants),
@@ -399,6 +397,12 @@ def generate(args):
             handle.write("\n")
         os.replace(args.report + ".tmp", args.report)
     return report
+
+
+def params_of(args):
+    """The options that determine the output (recorded in the report)."""
+    return {"size": args.size, "named": args.named, "dup": args.dup,
+            "max_tensor": args.max_tensor, "seed": args.seed}
 
 
 def parse_args(argv):

@@ -9,9 +9,15 @@ command runs under `/usr/bin/time -v` for its peak RSS. Prints medians and the r
 
 Scaling mode (--scaling): 100,000 small tensors over two methods; times pack (to a
 directory), dump and verify of the packed output.
+
+ExecuTorch mode (--pte): one synthetic .pte program made by gen_pte.py (constants and named
+data); times `ptepack pack X.pte -o DIR` uncapped and with --max-shard-bytes next to cp and
+openssl over the same file, with a page-cache ballast refill before every timed write and a
+wait for an idle machine before every timed command.
 """
 import argparse
 import json
+import mmap
 import os
 import platform
 import shutil
@@ -24,11 +30,15 @@ from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_model  # noqa: E402  (sibling script, imported for the generator and parse_size)
+import gen_pte  # noqa: E402  (sibling script: the .pte generator)
 
 TIME_BINARY = "/usr/bin/time"
 MIB = 1 << 20
 READ_CHUNK = 8 << 20
 SLACK_BYTES = 256 * MIB   # programs, manifests and filesystem overhead in the disk estimate
+BALLAST_CHUNK = 16 * MIB
+BALLAST_RESERVE = 512 * MIB  # free memory the ballast always leaves alone
+IDLE_WINDOW_S = 0.5          # CPU usage is sampled over windows of this length
 
 
 @dataclass
@@ -39,9 +49,12 @@ class Case:
     output: str = ""          # its size is recorded after every run
     remove_after: tuple = ()  # removed (untimed) after every run
     fresh_dir: str = ""       # created empty before every run (cp's destination)
+    writes: bool = False      # gets the ballast refill (--ballast) before every run
     walls: list = field(default_factory=list)
     rss_kib: list = field(default_factory=list)
     cpu_s: list = field(default_factory=list)  # user + system seconds
+    idle_wait_s: list = field(default_factory=list)  # waited for an idle machine (--idle-wait)
+    busy: list = field(default_factory=list)  # CPU busy fraction of the last window before it
     output_bytes: int = 0
 
     def summary(self, input_bytes):
@@ -52,7 +65,9 @@ class Case:
                 "mib_per_s": input_bytes / MIB / wall if wall > 0 else None,
                 "median_peak_rss_mib": statistics.median(self.rss_kib) / 1024,
                 "cpu_s": self.cpu_s, "median_cpu_s": statistics.median(self.cpu_s),
-                "output_bytes": self.output_bytes}
+                "output_bytes": self.output_bytes,
+                **({"idle_wait_s": self.idle_wait_s, "busy_before": self.busy}
+                   if self.busy else {})}
 
 
 def size_label(nbytes):
@@ -127,6 +142,58 @@ def warm_up(paths):
                 pass
 
 
+def meminfo_kib(field_name):
+    with open("/proc/meminfo", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def refill_ballast(nbytes):
+    """Writes `nbytes` of anonymous memory and frees it again (untimed), so the pages a timed
+    write then takes for the page cache were just touched. On a VM that hands freed guest
+    memory back to the host, new pages otherwise fault in from the host during the timed
+    command (docs/performance.md: cp's bimodal times). Never takes the last BALLAST_RESERVE of
+    free memory, so it cannot evict the warm inputs. Returns the bytes touched."""
+    nbytes = min(nbytes, max(0, meminfo_kib("MemFree") * 1024 - BALLAST_RESERVE))
+    nbytes -= nbytes % BALLAST_CHUNK
+    if nbytes <= 0:
+        return 0
+    chunk = b"\xa5" * BALLAST_CHUNK
+    ballast = mmap.mmap(-1, nbytes)
+    try:
+        for _ in range(nbytes // BALLAST_CHUNK):
+            ballast.write(chunk)
+    finally:
+        ballast.close()
+    return nbytes
+
+
+def cpu_times():
+    """(busy, total) jiffies of all CPUs from /proc/stat (iowait counts as idle)."""
+    with open("/proc/stat", encoding="ascii") as handle:
+        values = [int(v) for v in handle.readline().split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    total = sum(values[:8])  # guest time is already inside user/nice
+    return total - idle, total
+
+
+def wait_idle(limit_s, busy_below):
+    """Waits until one IDLE_WINDOW_S window has under `busy_below` of all CPUs busy, at most
+    `limit_s` seconds. Returns (seconds waited, busy fraction of the last window)."""
+    start = time.perf_counter()
+    busy = 1.0
+    while True:
+        busy0, total0 = cpu_times()
+        time.sleep(IDLE_WINDOW_S)
+        busy1, total1 = cpu_times()
+        busy = (busy1 - busy0) / (total1 - total0) if total1 > total0 else 0.0
+        waited = time.perf_counter() - start
+        if busy < busy_below or waited >= limit_s:
+            return waited, busy
+
+
 def ensure_model(directory, gen_argv, params, assume_inputs_bytes, workdir, created):
     """Generates the model unless generator.json in `directory` records the same params.
     Returns the generator report; a model generated now is added to `created`."""
@@ -152,21 +219,32 @@ def check_disk(workdir, needed, what):
              f"only {free / MIB:.0f} MiB available")
 
 
-def run_cases(cases, reps, rotate, verify_argv):
+def run_cases(cases, reps, rotate, verify_argv, ballast=0, idle=None):
     """Runs every case `reps` times, alternating them (rotated each repetition when `rotate`).
-    verify_argv(case) gives an untimed check run on each output of the first repetition."""
+    verify_argv(case) gives an untimed check run on each output of the first repetition.
+    Untimed before each run: a ballast refill of `ballast` bytes for cases that write, then,
+    when `idle` = (limit seconds, busy fraction), a wait for an idle machine."""
     for rep in range(reps):
         shift = rep % len(cases) if rotate else 0
         for case in cases[shift:] + cases[:shift]:
             if case.fresh_dir:
                 remove(case.fresh_dir)
                 os.makedirs(case.fresh_dir)
+            if ballast and case.writes:
+                refill_ballast(ballast)
+            note = ""
+            if idle:
+                waited, busy = wait_idle(*idle)
+                case.idle_wait_s.append(waited)
+                case.busy.append(busy)
+                note = f"  (waited {waited:4.1f} s, {100 * busy:3.0f}% busy" + (
+                    ", not idle)" if busy >= idle[1] else ")")
             wall, rss, cpu = measure(case.argv)
             case.walls.append(wall)
             case.rss_kib.append(rss)
             case.cpu_s.append(cpu)
             print(f"  rep {rep + 1}/{reps} {case.name:<9} {wall:8.3f} s  {cpu:6.2f} s CPU  "
-                  f"{rss / 1024:8.1f} MiB", flush=True)
+                  f"{rss / 1024:8.1f} MiB{note}", flush=True)
             if case.output:
                 case.output_bytes = path_bytes(case.output)
                 check = verify_argv(case) if rep == 0 else None
@@ -212,12 +290,12 @@ def throughput(args, ptepack, workdir, jobs, created):
     ptn, ptd, copy = (os.path.join(out, name) for name in ("model.ptn", "model_ptd", "cp"))
     cases = [
         Case("pack_ptn", [ptepack, "pack"] + jobs + ["--quiet"] + programs + ["-o", ptn],
-             output=ptn, remove_after=(ptn,)),
+             output=ptn, remove_after=(ptn,), writes=True),
         Case("pack_ptd", [ptepack, "pack"] + jobs + ["--quiet", "--max-shard-bytes",
                                                      args.max_shard_bytes] + programs
-             + ["-o", ptd], output=ptd, remove_after=(ptd,)),
+             + ["-o", ptd], output=ptd, remove_after=(ptd,), writes=True),
         Case("cp", ["cp", "--reflink=never"] + data + [copy], output=copy,
-             remove_after=(copy,), fresh_dir=copy),
+             remove_after=(copy,), fresh_dir=copy, writes=True),
         Case("sha256", ["openssl", "dgst", "-sha256"] + data),
     ]
     warm_up(programs + data)
@@ -229,22 +307,11 @@ def throughput(args, ptepack, workdir, jobs, created):
             return None
         return [ptepack, "verify", case.output]
 
-    run_cases(cases, args.reps, True, verify)
+    run_cases(cases, args.reps, True, verify, args.ballast, idle_of(args))
     results = {case.name: case.summary(input_bytes) for case in cases}
     print_table("medians over repetitions", results, input_bytes)
-    pairs = (("pack_ptd", "cp"), ("pack_ptd", "sha256"), ("pack_ptn", "cp"),
-             ("pack_ptn", "sha256"))
-
-    def ratios_of(stat):
-        value = {name: result[stat] for name, result in results.items()}
-        return {f"{a}/{b}": value[a] / value[b] if value[b] > 0 else None for a, b in pairs}
-
-    ratios, best_ratios = ratios_of("median_wall_s"), ratios_of("min_wall_s")
-    print("\nwall-time ratios, lower is better (median / median, and fastest / fastest run):")
-    for name, value in ratios.items():
-        best = best_ratios[name]
-        print(f"  {name:<16} {value:.2f}   {best:.2f}" if value is not None and best is not None
-              else f"  {name:<16} -")
+    ratios, best_ratios = print_ratios(results, (("pack_ptd", "cp"), ("pack_ptd", "sha256"),
+                                                 ("pack_ptn", "cp"), ("pack_ptn", "sha256")))
     return {"mode": "throughput", "model_dir": directory, "input_bytes": input_bytes,
             "input_files": data, "shared_fraction": report["shared_fraction"],
             "cases": results, "ratios": ratios, "best_ratios": best_ratios}
@@ -273,28 +340,123 @@ def scaling(args, ptepack, workdir, jobs, created):
     # exercises the planner's first-fit at scale.
     cases = [Case("pack", [ptepack, "pack"] + jobs + ["--quiet", "--max-shard-bytes",
                                                       args.max_shard_bytes] + programs
-                  + ["-o", packed], output=packed),
+                  + ["-o", packed], output=packed, writes=True),
              Case("dump", [ptepack, "dump", packed]),
              Case("verify", [ptepack, "verify", packed], remove_after=(packed,)),
              Case("pack_64k", [ptepack, "pack"] + jobs + ["--quiet", "--max-shard-bytes",
                                                           "64KiB"] + programs
-                  + ["-o", small], output=small, remove_after=(small,))]
+                  + ["-o", small], output=small, remove_after=(small,), writes=True)]
     warm_up(programs + data)
     print(f"input: {tensors} tensors in {len(data)} methods, {input_bytes / MIB:.1f} MiB; "
           f"{args.reps} repetitions")
     # dump and verify read pack's output, so the order is fixed; verify's run removes it.
-    run_cases(cases, args.reps, False, lambda case: None)
+    run_cases(cases, args.reps, False, lambda case: None, args.ballast, idle_of(args))
     results = {case.name: case.summary(input_bytes) for case in cases}
     print_table("medians over repetitions", results, 0)
     return {"mode": "scaling", "model_dir": directory, "input_bytes": input_bytes,
             "tensors": tensors, "cases": results}
 
 
+def idle_of(args):
+    return (args.idle_wait, args.idle_busy) if args.idle_wait > 0 else None
+
+
+def print_ratios(results, pairs):
+    """Prints median/median and fastest/fastest wall-time ratios; returns both dicts."""
+    def ratios_of(stat):
+        value = {name: result[stat] for name, result in results.items()}
+        return {f"{a}/{b}": value[a] / value[b] if value[b] > 0 else None for a, b in pairs}
+
+    ratios, best_ratios = ratios_of("median_wall_s"), ratios_of("min_wall_s")
+    print("\nwall-time ratios, lower is better (median / median, and fastest / fastest run):")
+    for name, value in ratios.items():
+        best = best_ratios[name]
+        print(f"  {name:<16} {value:.2f}   {best:.2f}" if value is not None and best is not None
+              else f"  {name:<16} -")
+    return ratios, best_ratios
+
+
+def pte(args, ptepack, workdir, jobs, created):
+    """One generated ExecuTorch program: pack to a directory (uncapped and capped), cp, sha256."""
+    gen_argv = ["--size", str(args.size), "--dup", f"{args.pte_dup:g}",
+                "--named", f"{args.pte_named:g}", "--seed", str(args.seed)]
+    params = gen_pte.params_of(gen_pte.parse_args(gen_argv + ["--out", "-"]))
+    directory = os.path.join(workdir, f"pte-{size_label(args.size)}-dup{args.pte_dup:g}-"
+                                      f"named{args.pte_named:g}-seed{args.seed}")
+    program = os.path.join(directory, "model.pte")
+    marker = os.path.join(directory, "generator.json")
+    report = None
+    if os.path.exists(marker):
+        with open(marker, encoding="utf-8") as handle:
+            report = json.load(handle)
+        if report.get("params") != params:
+            report = None
+            shutil.rmtree(directory)
+    if report is None:
+        check_disk(workdir, args.size + SLACK_BYTES, "generating the program")
+        print(f"generating {program} ...", flush=True)
+        created.append(("model", directory))
+        os.makedirs(directory, exist_ok=True)
+        report = gen_pte.generate(gen_pte.parse_args(
+            gen_argv + ["--out", program, "--report", marker, "--quiet"]))
+    input_bytes = os.path.getsize(program)
+    check_disk(workdir, input_bytes + SLACK_BYTES, "the benchmark outputs")
+    out = os.path.join(workdir, "out")
+    remove(out)
+    created.append(("output", out))
+    os.makedirs(out)
+    whole, capped, copy = (os.path.join(out, name) for name in ("pte_dir", "pte_cap", "cp"))
+    cases = [
+        Case("pack", [ptepack, "pack"] + jobs + ["--quiet", program, "-o", whole],
+             output=whole, remove_after=(whole,), writes=True),
+        Case("pack_cap", [ptepack, "pack"] + jobs + ["--quiet", "--max-shard-bytes",
+                                                     args.max_shard_bytes, program, "-o", capped],
+             output=capped, remove_after=(capped,), writes=True),
+        Case("cp", ["cp", "--reflink=never", program, copy], output=copy,
+             remove_after=(copy,), fresh_dir=copy, writes=True),
+        Case("sha256", ["openssl", "dgst", "-sha256", program]),
+    ]
+    ballast = input_bytes + 64 * MIB if args.ballast is None else args.ballast
+    idle = idle_of(args)
+    warm_up([program])
+    print(f"input: {program}, {input_bytes / MIB:.1f} MiB: {report['constants']} constants "
+          f"({report['constant_bytes'] / MIB:.1f} MiB) and {report['named_data']} named data "
+          f"({report['named_bytes'] / MIB:.1f} MiB), "
+          f"{report['unique_tensor_bytes'] / MIB:.1f} MiB unique; {args.reps} repetitions; "
+          f"ballast {ballast / MIB:.0f} MiB, idle wait "
+          + (f"up to {args.idle_wait:g} s for < {100 * args.idle_busy:g}% busy" if idle
+             else "off"), flush=True)
+    shards = {}
+
+    def verify(case):
+        if case.name.startswith("pack"):
+            shards[case.name] = sum(1 for name in os.listdir(case.output)
+                                    if name.endswith(".ptd"))
+        if args.no_verify or not case.name.startswith("pack"):
+            return None
+        return [ptepack, "verify", case.output]
+
+    run_cases(cases, args.reps, True, verify, ballast=ballast, idle=idle)
+    results = {case.name: case.summary(input_bytes) for case in cases}
+    for name, count in shards.items():
+        results[name]["shards"] = count
+    print_table("medians over repetitions", results, input_bytes)
+    print("shards: " + ", ".join(f"{name} {count}" for name, count in shards.items())
+          + f" (cap {args.max_shard_bytes} for pack_cap)")
+    ratios, best_ratios = print_ratios(results, (("pack", "cp"), ("pack", "sha256"),
+                                                 ("pack_cap", "cp"), ("pack_cap", "sha256")))
+    return {"mode": "pte", "model_dir": directory, "input_bytes": input_bytes,
+            "input_files": [program], "generator": report, "ballast_bytes": ballast,
+            "cases": results,
+            "ratios": ratios, "best_ratios": best_ratios}
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ptepack", required=True, help="path of the ptepack binary")
-    parser.add_argument("--size", type=gen_model.parse_size, default=gen_model.parse_size("512MiB"),
-                        help="tensor bytes per method (default 512MiB; 4GiB needs ~17 GiB disk)")
+    parser.add_argument("--size", type=gen_model.parse_size, default=None,
+                        help="tensor bytes per method (default 512MiB; 4GiB needs ~17 GiB disk); "
+                             "with --pte: tensor bytes of the program (default 1GiB)")
     parser.add_argument("--reps", type=int, default=5, help="repetitions (default 5)")
     parser.add_argument("--workdir", default="bench-work",
                         help="models and outputs go here (default ./bench-work)")
@@ -317,9 +479,35 @@ def parse_args(argv):
     parser.add_argument("--scaling-size", type=gen_model.parse_size,
                         default=gen_model.parse_size("32MiB"),
                         help="tensor bytes per method in --scaling (default 32MiB)")
+    parser.add_argument("--pte", action="store_true",
+                        help="time pack of one generated ExecuTorch .pte program instead")
+    parser.add_argument("--pte-dup", type=float, default=0.2,
+                        help="--pte: fraction of tensor bytes repeating another tensor "
+                             "(default 0.2)")
+    parser.add_argument("--pte-named", type=float, default=0.5,
+                        help="--pte: share of tensors stored as named data (default 0.5)")
+    parser.add_argument("--ballast", type=gen_model.parse_size, default=None,
+                        help="bytes of memory touched and freed before every timed write "
+                             "(default: the input size + 64MiB with --pte, else 0 = off)")
+    parser.add_argument("--idle-wait", type=float, default=None,
+                        help="seconds to wait at most for an idle machine before every timed "
+                             "command (default 20 with --pte, else 0 = off)")
+    parser.add_argument("--idle-busy", type=float, default=0.15,
+                        help="idle means under this fraction of all CPUs busy over 0.5 s "
+                             "(default 0.15)")
     args = parser.parse_args(argv)
+    if args.scaling and args.pte:
+        parser.error("--scaling and --pte are separate runs")
+    if args.size is None:
+        args.size = gen_model.parse_size("1GiB" if args.pte else "512MiB")
+    if args.idle_wait is None:
+        args.idle_wait = 20.0 if args.pte else 0.0
+    if not args.pte and args.ballast is None:
+        args.ballast = 0
     if args.reps < 1:
         parser.error("--reps must be at least 1")
+    if not 0.0 < args.idle_busy <= 1.0 or args.idle_wait < 0:
+        parser.error("--idle-busy must be in (0, 1] and --idle-wait not negative")
     try:  # reject a typo before generating gigabytes
         gen_model.parse_size(args.max_shard_bytes)
     except argparse.ArgumentTypeError as error:
@@ -340,7 +528,8 @@ def main(argv=None):
     jobs = ["-j", str(args.jobs)] if args.jobs else []
     created = []  # (kind, path) made by this run, removed at exit even after a failure
     try:
-        result = (scaling if args.scaling else throughput)(args, ptepack, workdir, jobs, created)
+        mode = scaling if args.scaling else pte if args.pte else throughput
+        result = mode(args, ptepack, workdir, jobs, created)
     finally:
         for kind, path in created:
             if kind == "output" or not args.keep:
@@ -350,7 +539,11 @@ def main(argv=None):
         "config": {"size": args.size, "reps": args.reps, "shared": args.shared,
                    "seed": args.seed, "jobs": args.jobs, "max_shard_bytes": args.max_shard_bytes,
                    "scaling_tensors": args.scaling_tensors if args.scaling else None,
-                   "scaling_size": args.scaling_size if args.scaling else None},
+                   "scaling_size": args.scaling_size if args.scaling else None,
+                   "pte_dup": args.pte_dup if args.pte else None,
+                   "pte_named": args.pte_named if args.pte else None,
+                   "ballast": args.ballast, "idle_wait": args.idle_wait,
+                   "idle_busy": args.idle_busy},
         "host": {"cpus": os.cpu_count(), "platform": platform.platform(),
                  "python": platform.python_version(),
                  "rss_source": TIME_BINARY if os.access(TIME_BINARY, os.X_OK) else "wait4"}})

@@ -21,6 +21,8 @@ Action add_verify(CLI::App& app) {
       ->required();
   cmd->add_flag("--json", args->json, "Machine-readable report");
   cmd->add_option("-j,--jobs", args->options.jobs, "Hashing threads (default: all cores)");
+  cmd->add_flag("--strict", args->options.strict,
+                "Count notes (what ptepack would write differently) as problems");
   return [args] {
     auto report = verify_artifact(args->path, args->options);
     if (args->json) {
@@ -28,7 +30,10 @@ Action add_verify(CLI::App& app) {
     } else {
       print(render_verify_text(report));
       for (const auto& problem : report.problems)
-        std::cerr << "ptepack: error: " << problem << '\n';
+        std::cerr << "ptepack: error: " << escaped(problem) << '\n';
+      for (const auto& note : report.notes)
+        std::cerr << (report.strict ? "ptepack: error: " : "ptepack: note: ") << escaped(note)
+                  << '\n';
     }
     return report.ok() ? 0 : static_cast<int>(ErrorCode::verify_failed);
   };

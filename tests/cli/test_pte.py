@@ -5,7 +5,9 @@
 # Everything is read back with tests/tools/pte_reader.py and ptd_reader.py (independent of
 # ptepack's code) and compared with the input programs parsed the same way.
 import hashlib
+import json
 import os
+import re
 import shutil
 import struct
 import sys
@@ -21,6 +23,7 @@ FIXTURES = ["external_pair", "portable_add_no_header", "portable_inline_constant
             "xnnpack_quantized", "xnnpack_stress_mlp"]
 JOBS = ("-j", "1")
 KEPT_EXTRA = ("mutable_data_segments_idx", "device_type", "device_index")
+SHARD_NAME = re.compile(r"^weights-[0-9a-f]{16}\.ptd$")
 
 
 def sha(blob):
@@ -52,7 +55,8 @@ def data_maps(paths):
 
 def resolve(parsed, blob, maps, named_keys):
     """What a runtime loading the program with these data maps reads: ({"tensors": {(plan,
-    value): (layout, sha256, nbytes)}, "named": {key: sha256}}, [problems])."""
+    value): (mutable, layout, sha256, nbytes)}, "named": {key: sha256}}, [problems]); the
+    external maps serve EXTERNAL tensors and come first for named data."""
     tensors, problems = {}, []
     for _, plan, v, t in pte_reader.tensors(parsed):
         kind = classify(t)
@@ -94,15 +98,21 @@ def original(ctx, path, data_files=None):
         same = os.path.splitext(path)[0] + ".ptd"
         data_files = [same] if os.path.exists(same) else []
     maps, problems = data_maps(data_files)
-    keys = [e["key"] for e in parsed["program"]["named_data"] or []]
+    own = [e["key"] for e in parsed["program"]["named_data"] or []]
+    # Keys of the data files that no EXTERNAL tensor reads are named data too (a delegate may
+    # ask for any of them): file order, after the program's own.
+    external = {fqn(t) for _, _, _, t in pte_reader.tensors(parsed) if classify(t) == "external"}
+    keys = own + [k for f in data_files for k in pte_reader.read_ptd(f)[0]
+                  if k not in external and k not in own]
     seen, problems2 = resolve(parsed, blob, maps, keys)
-    ctx.require(not problems + problems2, f"fixture {path} does not resolve: {problems + problems2}")
+    problems += problems2
+    ctx.require(not problems, f"fixture {path} does not resolve: {problems}")
     ctx.require(not pte_reader.layout_problems(parsed, blob),
                 f"fixture {path}: {pte_reader.layout_problems(parsed, blob)}")
     stored = {(p, v) for _, p, v, t in pte_reader.tensors(parsed) if classify(t) != "none"}
     return {"path": path, "file": os.path.basename(path),
             "stem": os.path.splitext(os.path.basename(path))[0], "parsed": parsed, "data": blob,
-            "named_keys": keys, "seen": seen, "stored": stored,
+            "named_keys": keys, "own_named_keys": own, "seen": seen, "stored": stored,
             "constants": pte_reader.stored_constants(parsed, blob),
             "delegates": delegate_view(parsed, blob)}
 
@@ -199,8 +209,7 @@ def check_directory(ctx, out, originals, cap=None, mode="file"):
                   (sha256_file(path), os.path.getsize(path), payload), f"{shard['file']} entry")
         ctx.equal(shard["keys"], sorted(shards[shard["file"]], key=str.encode),
                   f"{shard['file']} keys")
-        ctx.check(shard["file"].startswith("weights-") and shard["file"].endswith(".ptd") and
-                  len(shard["file"]) == len("weights-") + 16 + 4,
+        ctx.check(SHARD_NAME.match(shard["file"]),
                   f"shard name {shard['file']!r} is not weights-<16 hex>.ptd")
         if cap is not None:
             used = shard["size"] if mode == "file" else payload
@@ -289,9 +298,10 @@ def check_slim_program(ctx, out, entry, orig, shards, owner, expected_keys=None)
         else:
             ctx.equal(classify(after), kind, f"{where}: kind")
     # Named data: all of it moved; the manifest says which keys the program reads.
-    ctx.equal(program["named_data"], None, f"{what}: named_data field (absent once all moved)")
+    ctx.check(not pte_reader.present(program, "named_data"),
+              f"{what}: named_data field present ({program['named_data']}) after all moved")
     ctx.equal(entry["named_data"], orig["named_keys"], f"{what}: manifest named_data")
-    for key in orig["named_keys"]:
+    for key in orig["own_named_keys"]:
         ctx.check(shards.get(owner.get(key), {}).get(key, {}).get("layout", 0) is None,
                   f"{what}: named data {key!r} not stored as opaque bytes in a shard")
     needed |= set(orig["named_keys"])
@@ -366,6 +376,20 @@ def check_inlined(ctx, path, orig):
         ctx.check(not pte_reader.uses_constant_buffer(parsed),
                   f"{what}: constants not in the constant segment (deprecated constant_buffer)")
     ctx.equal(parsed["program"]["constant_buffer"] or [], [], f"{what}: constant_buffer empty")
+    # Identical bytes stored once: one constant buffer, one segment per distinct content.
+    buffers = {c["data_buffer_idx"]: sha(c["bytes"])
+               for c in pte_reader.stored_constants(parsed, blob) if c["bytes"]}
+    ctx.equal(len(set(buffers.values())), len(buffers),
+              f"{what}: constant buffers with equal bytes")
+    segments = [sha(pte_reader.segment_bytes(parsed, blob, i))
+                for i, s in enumerate(parsed["program"]["segments"] or []) if s["size"]]
+    ctx.equal(len(set(segments)), len(segments), f"{what}: segments with equal bytes")
+    # The input's constant offset alignment is kept (16 when it had no offsets to tell).
+    before = (orig["parsed"]["program"]["constant_segment"] or {}).get("offsets") or []
+    align = min([o & -o for o in before if o] + [4096]) if any(before) else 16
+    after = (parsed["program"]["constant_segment"] or {}).get("offsets") or []
+    ctx.equal([o for o in after if o % max(align, 16)], [],
+              f"{what}: constant offsets off the input's alignment {align}")
     return parsed, blob
 
 
@@ -528,13 +552,62 @@ def external_tensors_keep_their_keys_with_default_or_explicit_data(ctx):
     inlined = os.path.join(ctx.mkdir("inlined"), "external_pair.pte")
     pack(ctx, [f"{source}@{data}"], inlined)
     check_inlined(ctx, inlined, orig)
+    # Other keys of the data files are kept as the program's named data, and go back into
+    # named_data when inlined.
+    conv = os.path.join(ctx.mkdir("conv"), "out")
+    pack(ctx, [fixture_path(ctx, "xnnpack_conv")], conv)
+    conv_manifest = load_json(os.path.join(conv, "manifest.json"))
+    conv_shard = os.path.join(conv, conv_manifest["shards"][0]["file"])
+    extra = original(ctx, source, [data, conv_shard])
+    ctx.equal(len(extra["named_keys"]), 2, "named data keys of the xnnpack_conv shard")
+    out = os.path.join(ctx.mkdir("extra"), "out")
+    pack(ctx, [f"{source}@{data},{conv_shard}"], out)
+    check_pack(ctx, out, [extra])
+    inlined = os.path.join(ctx.mkdir("extra-inlined"), "external_pair.pte")
+    pack(ctx, [out], inlined)
+    check_inlined(ctx, inlined, extra)
+    # A key in two data files of one program is a load error: refused.
+    copy = os.path.join(ctx.mkdir("copy"), "copy.ptd")
+    shutil.copyfile(data, copy)
+    target = os.path.join(ctx.tmp, "twice")
+    check_refused(ctx, ctx.run("pack", *JOBS, f"{source}@{data},{copy}", "-o", target), 3,
+                  target, ["copy.ptd", "'a'"], "key in two data files")
     # Without its data file the program cannot be slimmed nor inlined: invalid input.
     alone = os.path.join(ctx.mkdir("alone"), "external_pair.pte")
     shutil.copyfile(source, alone)
-    target = os.path.join(ctx.tmp, "x")
-    result = ctx.run("pack", *JOBS, alone, "-o", target)
-    ctx.check(result.code != 0, f"EXTERNAL tensors without their data packed: {result!r}")
-    ctx.check(not os.path.exists(target), "output written without the data file")
+    for target in (os.path.join(ctx.tmp, "x"), os.path.join(ctx.tmp, "x.pte")):
+        check_refused(ctx, ctx.run("pack", *JOBS, alone, "-o", target), 3, target,
+                      ["external_pair.pte", "'a'"], f"no data file, -o {target}")
+    # A data file whose layout differs from the tensor's would fail to load: refused.
+    for what, patch in (("scalar type INT", {"scalar_type": 3}),
+                        ("dim order [1, 0]", {"dim_order": [1, 0]})):
+        bad = os.path.join(ctx.mkdir("bad"), "bad.ptd")
+        with open(bad, "wb") as handle:
+            handle.write(patch_ptd_layout(read_file(data), "a", **patch))
+        ctx.require(pte_reader.read_ptd(bad)[0]["a"]["layout"] != layout(
+            pte_reader.tensors(orig["parsed"])[0][3]), f"{what}: patch had no effect")
+        target = os.path.join(ctx.tmp, "mismatch")
+        check_refused(ctx, ctx.run("pack", *JOBS, f"{source}@{bad}", "-o", target), 3, target,
+                      ["'a'"], f"data file layout {what}")
+
+
+def patch_ptd_layout(data, key, scalar_type=None, dim_order=None):
+    """.ptd bytes with the TensorLayout of `key` changed in place (found with ptd_reader)."""
+    out = bytearray(data)
+    fb = pte_reader.ptd_reader.Buffer(data)
+    count, first = fb.vector(fb.ref(fb.deref(0), 2))
+    for i in range(count):
+        table = fb.deref(first + 4 * i)
+        if fb.string(fb.ref(table, 0)).decode() != key:
+            continue
+        tensor_layout = fb.ref(table, 2)
+        if scalar_type is not None:
+            out[fb.field(tensor_layout, 0)] = scalar_type
+        if dim_order is not None:
+            n, start = fb.vector(fb.ref(tensor_layout, 2))
+            assert n == len(dim_order)
+            out[start:start + n] = bytes(dim_order)
+    return bytes(out)
 
 
 @suite.test
@@ -590,6 +663,58 @@ def alignment_option_aligns_shard_and_program_segments(ctx):
                if s["size"]]
     ctx.check(offsets, "slim program keeps its delegate segments")
     ctx.equal([o for o in offsets if o % 4096], [], "program segments off 4096")
+
+
+def realign(data, align):
+    """A copy of a program whose segments (and base) start at multiples of `align`."""
+    parsed = pte_reader.parse(data)
+    segments, header = parsed["program"]["segments"], parsed["header"]
+    out = bytearray(data[:header["program_size"]])
+    base = -(-len(out) // align) * align
+    offsets, cursor = [], 0
+    for s in segments:
+        offsets.append(cursor if s["size"] else 0)
+        cursor += -(-s["size"] // align) * align
+    for i, offset in enumerate(offsets):
+        table, kind = pte_reader.position(data, parsed, [("segments", i)])
+        where = pte_reader.field_position(data, table, kind, "offset")
+        if where is None:
+            assert offset == 0, f"segment {i} has no offset field to move"
+            continue
+        struct.pack_into("<Q", out, where, offset)
+    end = max(o + s["size"] for o, s in zip(offsets, segments))
+    struct.pack_into("<QQ", out, 24, base, end)
+    out += bytes(base - len(out) + end)
+    for i, (offset, s) in enumerate(zip(offsets, segments)):
+        out[base + offset:base + offset + s["size"]] = pte_reader.segment_bytes(parsed, data, i)
+    return bytes(out)
+
+
+@suite.test
+def segment_alignment_of_the_input_is_never_lowered(ctx):
+    # xnnpack_conv re-laid with every segment (and the base) at a multiple of 4096.
+    path = os.path.join(ctx.mkdir("in"), "aligned.pte")
+    with open(path, "wb") as handle:
+        handle.write(realign(read_file(fixture_path(ctx, "xnnpack_conv")), 4096))
+    orig = original(ctx, path)
+    starts = [orig["parsed"]["segment_base"] + s["offset"]
+              for s in orig["parsed"]["program"]["segments"] if s["size"]]
+    ctx.require(len(starts) > 1 and all(o % 4096 == 0 for o in starts) and
+                any(o % 8192 for o in starts), f"test input not 4096-aligned: {starts}")
+    out = os.path.join(ctx.mkdir("out"), "out")
+    pack(ctx, [path], out)
+    check_pack(ctx, out, [orig])
+    for what, program in (("slim", os.path.join(out, "aligned.pte")),
+                          ("inlined", os.path.join(ctx.mkdir("x"), "aligned.pte")),
+                          ("direct", os.path.join(ctx.mkdir("y"), "aligned.pte"))):
+        if what != "slim":
+            pack(ctx, [out if what == "inlined" else path], program)
+            check_inlined(ctx, program, orig)
+        parsed, _ = pte_reader.load(program)
+        got = [parsed["segment_base"] + s["offset"] for s in parsed["program"]["segments"]
+               if s["size"]]
+        ctx.check(got and all(o % 4096 == 0 for o in got),
+                  f"{what}: segment starts {got} not multiples of 4096")
 
 
 @suite.test
@@ -719,11 +844,65 @@ def all_fixtures_packed_together(ctx):
         manifest, shards, _, owner = check_pack(ctx, out, origs, cap, mode)
         ctx.check(len(manifest["shards"]) >= (1 if cap is None else 10),
                   f"{options}: {len(manifest['shards'])} shards")
-        ctx.equal(shards[owner["a"]]["a"]["sha256"],
-                  shards[owner["forward/constant_1@portable_inline_constant_buffer"]][
-                      "forward/constant_1@portable_inline_constant_buffer"]["sha256"],
-                  "a vs the inline-constant program's first constant")
+        other = "forward/constant_1@portable_inline_constant_buffer"
+        where = [(owner.get(k), shards.get(owner.get(k), {}).get(k, {}).get("segment_index"))
+                 for k in ("a", other)]
+        ctx.check(where[0] == where[1] and where[0][0] is not None,
+                  f"{options}: 'a' and {other!r} (equal bytes) in (shard, segment) {where}")
         repack_is_identical(ctx, out, options, f"all fixtures {options}")
+
+
+def rewrite_manifest(out, change=None):
+    """Applies change(manifest) and re-records every file's size and SHA-256, so only the
+    deeper checks can notice what was tampered with."""
+    path = os.path.join(out, "manifest.json")
+    manifest = load_json(path)
+    if change:
+        change(manifest)
+    for entry in manifest["programs"] + manifest["shards"]:
+        blob = read_file(os.path.join(out, entry["file"]))
+        entry["sha256"], entry["size"] = sha(blob), len(blob)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2, sort_keys=True)
+
+
+@suite.test
+def verify_finds_what_breaks_a_directory_of_programs(ctx):
+    def flip_tensor_byte(out, manifest):
+        path = os.path.join(out, manifest["shards"][0]["file"])
+        blob = bytearray(read_file(path))
+        blob[pte_reader.ptd_reader.parse(path)["segments"][3]["file_offset"]] ^= 1
+        with open(path, "wb") as handle:
+            handle.write(bytes(blob))
+        rewrite_manifest(out)
+
+    def drop_first_shard(out, manifest):
+        def change(m):
+            m["programs"][0]["shards"] = m["programs"][0]["shards"][1:]
+        rewrite_manifest(out, change)
+
+    def layout_changed(out, manifest):
+        path = os.path.join(out, manifest["shards"][0]["file"])
+        key = next(k for k, e in pte_reader.read_ptd(path)[0].items() if e["layout"])
+        blob = patch_ptd_layout(read_file(path), key, scalar_type=3)
+        with open(path, "wb") as handle:
+            handle.write(blob)
+        rewrite_manifest(out)
+
+    def shard_removed(out, manifest):
+        os.remove(os.path.join(out, manifest["shards"][0]["file"]))
+
+    def stray_file(out, manifest):
+        with open(os.path.join(out, "stray.ptd"), "wb") as handle:
+            handle.write(b"x")
+
+    source = fixture_path(ctx, "portable_keyword_spotting")
+    for damage in (flip_tensor_byte, drop_first_shard, layout_changed, shard_removed, stray_file):
+        out = os.path.join(ctx.mkdir(damage.__name__), "out")
+        pack(ctx, [source], out, "--max-shard-bytes", "8KiB")
+        verify_ok(ctx, out, "before " + damage.__name__)
+        damage(out, load_json(os.path.join(out, "manifest.json")))
+        ctx.code(ctx.run("verify", out), 1, f"verify after {damage.__name__}")
 
 
 # ---------------------------------------------------------------- errors
@@ -826,7 +1005,7 @@ def corrupt_variants(ctx):
     value, kind = pte_reader.position(conv, parsed_conv, [("execution_plan", 0), ("values", 0)])
     where = pte_reader.field_position(conv, value, kind, "val")
     ctx.require(conv[where] == 5, f"value 0 of xnnpack_conv is not a Tensor ({conv[where]})")
-    out.append(("union tag 12", conv[:where] + b"\x0c" + conv[where + 1:]))
+    out.append(("union tag 12 (cannot rewrite)", conv[:where] + b"\x0c" + conv[where + 1:]))
     # A Program vtable one slot longer than the schema (slot 8 non-zero): refused.
     root = parsed_conv["root"]
     vtable, size, _ = fb.vtable(root)
@@ -834,7 +1013,7 @@ def corrupt_variants(ctx):
         patched = bytearray(conv)
         struct.pack_into("<H", patched, vtable, size + 2)
         if struct.unpack_from("<H", patched, vtable + size)[0]:
-            out.append(("Program vtable beyond the schema", bytes(patched)))
+            out.append(("Program vtable beyond the schema (cannot rewrite)", bytes(patched)))
     return out
 
 
@@ -848,8 +1027,8 @@ def corrupt_programs_are_invalid_input(ctx):
         with open(path, "wb") as handle:
             handle.write(blob)
         target = os.path.join(ctx.mkdir("out"), "out")
-        check_refused(ctx, ctx.run("pack", *JOBS, path, "-o", target), 3, target,
-                      [f"broken{i}.pte"], what)
+        names = [f"broken{i}.pte"] + (["cannot rewrite"] if "cannot rewrite" in what else [])
+        check_refused(ctx, ctx.run("pack", *JOBS, path, "-o", target), 3, target, names, what)
         inlined = os.path.join(os.path.dirname(target), "x.pte")
         check_refused(ctx, ctx.run("pack", *JOBS, path, "-o", inlined), 3, inlined,
                       [f"broken{i}.pte"], what + " (-o X.pte)")

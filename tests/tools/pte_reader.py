@@ -96,13 +96,15 @@ SCHEMA = {
     "FrameList": [("items", ("tables", "Frame"))],
     "BackendDelegateDataReference": [("location", S("<B")), ("index", S("<I"))],
     "CompileSpec": [("key", ("string",)), ("value", ("bytes",))],
-    "BackendDelegate": [("id", ("string",)), ("processed", ("table", "BackendDelegateDataReference")),
+    "BackendDelegate": [("id", ("string",)),
+                        ("processed", ("table", "BackendDelegateDataReference")),
                         ("compile_specs", ("tables", "CompileSpec"))],
     "Chain": [("inputs", ("vector", "<i")), ("outputs", ("vector", "<i")),
               ("instructions", ("tables", "Instruction")), ("stacktrace", ("tables", "FrameList"))],
     "NonConstBufferDevice": [("buffer_idx", S("<i")), ("device_type", S("<B")),
                              ("device_index", S("<b"))],
-    "ExecutionPlan": [("name", ("string",)), ("container_meta_type", ("table", "ContainerMetadata")),
+    "ExecutionPlan": [("name", ("string",)),
+                      ("container_meta_type", ("table", "ContainerMetadata")),
                       ("values", ("tables", "EValue")), ("inputs", ("vector", "<i")),
                       ("outputs", ("vector", "<i")), ("chains", ("tables", "Chain")),
                       ("operators", ("tables", "Operator")),
@@ -214,6 +216,11 @@ def vector_position(data, table, type_name, field):
     where = field_position(data, table, type_name, field)
     target = fb.deref(where)
     return fb.read("<I", target), target + 4
+
+
+def present(table, field):
+    """Whether a parsed table's field had a non-zero vtable entry (scalars included)."""
+    return field in table["_present"]
 
 
 def field_present(data, table, index):
@@ -346,7 +353,10 @@ def scalar_type_name(scalar_type):
 
 def tensor_nbytes(tensor):
     """Element count times element size of the tensor's ScalarType."""
-    return numel(tensor) * ELEMENT_SIZES[scalar_type_name(tensor["scalar_type"])]
+    name = scalar_type_name(tensor["scalar_type"])
+    if name not in ELEMENT_SIZES:
+        raise Malformed(f"scalar type {tensor['scalar_type']} has no element size")
+    return numel(tensor) * ELEMENT_SIZES[name]
 
 
 def layout(tensor):

@@ -1,9 +1,11 @@
 // Tests for the .pte (ExecuTorch program) reader on real programs, its rejection of corrupt ones,
 // and the rewriter's refusal of fields beyond the schema.
 #include <flatbuffers/flatbuffers.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -19,6 +21,7 @@
 #include "ptepack/schema/pte_program_generated.h"
 #include "test_support.h"
 
+namespace fs = std::filesystem;
 namespace fb = flatbuffers;
 namespace et = executorch_flatbuffer;
 namespace pte = ptepack::pte;
@@ -27,6 +30,31 @@ using ptepack::ErrorCode;
 using pte::Storage;
 
 namespace {
+
+// On tmpfs when there is one: the truncation and flip sweeps write thousands of files.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    static int counter = 0;
+    std::error_code error;
+    const fs::path root = fs::is_directory("/dev/shm", error) && ::access("/dev/shm", W_OK) == 0
+                              ? fs::path("/dev/shm")
+                              : fs::temp_directory_path();
+    path_ = root / ("ptepack-pte-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  [[nodiscard]] fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
 
 std::string fixture(const std::string& name) {
   std::ifstream in(ptepack::test::data_path("pte/" + name), std::ios::binary);
@@ -38,7 +66,7 @@ pte::Program read_fixture(const std::string& name) {
   return pte::read(ptepack::InputFile::open(ptepack::test::data_path("pte/" + name)));
 }
 
-pte::Program read_bytes(const ptepack::test::TempDir& dir, const std::string& bytes,
+pte::Program read_bytes(const ScratchDir& dir, const std::string& bytes,
                         const std::string& name = "bad.pte") {
   {
     std::ofstream out(dir / name, std::ios::binary | std::ios::trunc);
@@ -49,7 +77,7 @@ pte::Program read_bytes(const ptepack::test::TempDir& dir, const std::string& by
 }
 
 // Reads must fail with invalid_input and a message containing `needle`.
-void expect_invalid(const ptepack::test::TempDir& dir, const std::string& bytes,
+void expect_invalid(const ScratchDir& dir, const std::string& bytes,
                     const std::string& needle) {
   try {
     (void)read_bytes(dir, bytes);
@@ -303,7 +331,7 @@ TEST_CASE("pte: external_pair has two EXTERNAL constants named a and b") {
 }
 
 TEST_CASE("pte: truncation at every byte offset is rejected") {
-  ptepack::test::TempDir dir;
+  ScratchDir dir;
   for (const char* name : {"portable_multi_method.pte", "xnnpack_conv.pte"}) {
     const std::string good = fixture(name);
     // Both end where their eh00 header says: every shorter file contradicts it.
@@ -316,7 +344,7 @@ TEST_CASE("pte: truncation at every byte offset is rejected") {
 }
 
 TEST_CASE("pte: flipped bytes in the flatbuffer never crash and only give invalid_input") {
-  ptepack::test::TempDir dir;
+  ScratchDir dir;
   std::mt19937 rng(20240611);
   for (const char* name : {"portable_multi_method.pte", "xnnpack_conv.pte"}) {
     const std::string good = fixture(name);
@@ -352,7 +380,7 @@ TEST_CASE("pte: flipped bytes in the flatbuffer never crash and only give invali
 }
 
 TEST_CASE("pte: header corruption is rejected naming the field") {
-  ptepack::test::TempDir dir;
+  ScratchDir dir;
   const std::string good = fixture("xnnpack_conv.pte");
   const uint64_t size = good.size();
   std::string bad = good;
@@ -376,7 +404,7 @@ TEST_CASE("pte: header corruption is rejected naming the field") {
 }
 
 TEST_CASE("pte: segment, named data and delegate corruption is rejected") {
-  ptepack::test::TempDir dir;
+  ScratchDir dir;
   const std::string good = fixture("xnnpack_conv.pte");
   const Fields f(good);
   const auto* segments = f.root().segments();
@@ -412,7 +440,7 @@ TEST_CASE("pte: segment, named data and delegate corruption is rejected") {
 }
 
 TEST_CASE("pte: constant and instruction corruption is rejected") {
-  ptepack::test::TempDir dir;
+  ScratchDir dir;
   const std::string good = fixture("portable_multi_method.pte");
   const Fields f(good);
   const auto* constants = f.root().constant_segment();
@@ -470,7 +498,7 @@ TEST_CASE("pte: constant and instruction corruption is rejected") {
 }
 
 TEST_CASE("pte: rewrite refuses fields beyond the schema, keeps a longer all-zero vtable") {
-  ptepack::test::TempDir dir;
+  ScratchDir dir;
   SECTION("in the Program table") {
     const pte::Program p = read_bytes(dir, program_with_extra_field(false, 8), "extra.pte");
     CHECK(p.plans == std::vector<std::string>{"forward"});

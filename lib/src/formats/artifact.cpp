@@ -300,7 +300,8 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
     a.data = safetensors::read(InputFile::open(path)).tensors;
     return a;
   }
-  if (pte::looks_like_pte(std::span(reinterpret_cast<const uint8_t*>(head.data()), head.size()))) {
+  if (pte::looks_like_pte(std::span(reinterpret_cast<const uint8_t*>(head.data()), head.size())) ||
+      path.extension() == ".pte") {
     load_pte(a, path, data_paths, use_default_data);
     return a;
   }

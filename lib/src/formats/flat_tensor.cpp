@@ -10,6 +10,7 @@
 #include "ptepack/base/byte_reader.h"
 #include "ptepack/base/checked.h"
 #include "ptepack/base/error.h"
+#include "ptepack/base/format_util.h"
 #include "ptepack/schema/flat_tensor_generated.h"
 
 namespace ptepack::ptd {
@@ -352,6 +353,7 @@ File read_file(const InputFilePtr& file) {
   }
 
   File out;
+  out.name = name;
   out.version = root->version();
   out.segment_base = h.segment_base;
   for (flatbuffers::uoffset_t s = 0; s < root->segments()->size(); ++s) {
@@ -373,9 +375,7 @@ File read_file(const InputFilePtr& file) {
     }
     std::string key = named->key()->str();
     // The runtime looks keys up as C strings; an embedded NUL would make the key unreachable.
-    if (key.find('\0') != std::string::npos) {
-      fail_input("{}: named_data[{}]: key {} contains a NUL byte", name, i, ptepack::quoted(key));
-    }
+    check_name(key, "key", fmt::format("{}: named_data[{}]", name, i));
     if (out.tensors.count(key) != 0) fail_input("{}: duplicate key {}", name, ptepack::quoted(key));
     const uint32_t index = named->segment_index();
     if (index >= out.segments.size()) {

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "ptepack/base/error.h"
+#include "ptepack/base/format_util.h"
 #include "ptepack/io/input_file.h"
 #include "ptepack/model/tensor.h"
 
@@ -28,35 +29,8 @@ bool enum_in_range(Enum value, std::initializer_list<int> allowed) {
   return std::find(allowed.begin(), allowed.end(), static_cast<int>(value)) != allowed.end();
 }
 
-// Well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF), the rule
-// nlohmann's parser and serializer apply.
-bool is_utf8(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    auto c = static_cast<unsigned char>(text[i]);
-    size_t extra = c < 0x80           ? 0
-                   : (c >> 5) == 0x06 ? 1
-                   : (c >> 4) == 0x0E ? 2
-                   : (c >> 3) == 0x1E ? 3
-                                      : 4;  // a continuation byte or 0xF8..0xFF
-    if (extra == 4 || text.size() - i <= extra) return c < 0x80;
-    uint32_t code = extra == 0 ? c : c & (0x3Fu >> extra);
-    for (size_t k = 1; k <= extra; ++k) {
-      auto next = static_cast<unsigned char>(text[i + k]);
-      if ((next & 0xC0) != 0x80) return false;
-      code = (code << 6) | (next & 0x3Fu);
-    }
-    static constexpr uint32_t kMinimum[] = {0, 0x80, 0x800, 0x10000};
-    if (code < kMinimum[extra] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
-      return false;
-    }
-    i += extra + 1;
-  }
-  return true;
-}
-
 // Bytes above 0x7f as \xNN, so a message about a bad string is itself valid UTF-8.
-std::string escaped(std::string_view text) {
+std::string shown_utf8(std::string_view text) {
   std::string out;
   for (char c : text) {
     auto u = static_cast<unsigned char>(c);
@@ -103,7 +77,11 @@ class EnumChecker {
  private:
   void text(std::string_view what, const std::string& value) {
     if (!is_utf8(value)) {
-      fail_input("{}: {}: {} {} is not valid UTF-8", context_, where_, what, escaped(value));
+      fail_input("{}: {}: {} {} is not valid UTF-8", context_, where_, what, shown_utf8(value));
+    }
+    // Names are looked up as C strings by runtimes: one with a NUL is unreachable.
+    if (value.find('\0') != std::string::npos) {
+      fail_input("{}: {}: {} {} contains a NUL byte", context_, where_, what, shown_utf8(value));
     }
   }
 

@@ -10,6 +10,7 @@
 #include "ptepack/base/byte_reader.h"
 #include "ptepack/base/checked.h"
 #include "ptepack/base/error.h"
+#include "ptepack/base/format_util.h"
 #include "ptepack/formats/pte.h"
 #include "ptepack/schema/pte_program_generated.h"
 
@@ -124,6 +125,11 @@ struct PlanReader {
     for (uint32_t i = 0; i < n; ++i) {
       const auto* ins = chain.instructions()->Get(i);
       const std::string f = fmt::format("{}.instructions[{}]", at, i);
+      // The verifier accepts a union tag without its table.
+      if (ins->instr_args_type() != et::InstructionArguments::NONE && ins->instr_args() == nullptr) {
+        fail_input("{}: {}.{}: instr_args_type {} without instr_args", name, where, f,
+                   static_cast<int>(ins->instr_args_type()));
+      }
       switch (ins->instr_args_type()) {
         case et::InstructionArguments::KernelCall: {
           const auto* k = ins->instr_args_as_KernelCall();
@@ -229,6 +235,7 @@ struct PlanReader {
       if (info.fqn.empty()) {
         fail_input("{}: {}.{}: EXTERNAL tensor without a fully_qualified_name", name, where, at);
       }
+      check_name(info.fqn, "fully_qualified_name", fmt::format("{}: {}.{}", name, where, at));
     } else if (info.buffer_index > 0) {
       info.storage = info.planned ? Storage::mutable_state
                      : count(root.constant_buffer()) > 0 &&
@@ -258,6 +265,10 @@ struct PlanReader {
       const auto* buffers = root.constant_buffer();
       index(info.buffer_index, count(buffers), at + ".data_buffer_idx");
       const auto* storage = buffers->Get(info.buffer_index)->storage();
+      if (storage == nullptr && info.nbytes == 0) {
+        info.bytes = ByteRange{out.file, 0, 0};
+        return;
+      }
       if (count(storage) < info.nbytes) {
         fail_input("{}: {}.{}: {} bytes but constant_buffer[{}] holds {}", name, where, at,
                    info.nbytes, info.buffer_index, count(storage));
@@ -415,6 +426,7 @@ Program read(const InputFilePtr& file) {
                  Limits::max_key_length);
     }
     std::string key = nd->key()->str();
+    check_name(key, "key", fmt::format("{}: named_data[{}]", name, k));
     if (!keys.insert(key).second) fail_input("{}: named_data: duplicate key {}", name, quote(key));
     if (nd->segment_index() >= out.segments.size()) {
       fail_input("{}: named_data[{}] (key {}): segment_index {} is out of range ({} segments)",
@@ -428,6 +440,7 @@ Program read(const InputFilePtr& file) {
   for (uint32_t p = 0; p < root.execution_plan()->size(); ++p) {
     const auto* ep = root.execution_plan()->Get(p);
     if (ep->name() == nullptr) fail_input("{}: execution_plan[{}] has no name", name, p);
+    check_name(ep->name()->str(), "method name", fmt::format("{}: execution_plan[{}]", name, p));
     if (!plan_names.insert(ep->name()->str()).second) {
       fail_input("{}: execution_plan[{}]: duplicate method name {}", name, p,
                  quote(ep->name()->str()));

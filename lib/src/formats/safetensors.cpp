@@ -11,6 +11,7 @@
 #include "ptepack/base/byte_reader.h"
 #include "ptepack/base/checked.h"
 #include "ptepack/base/error.h"
+#include "ptepack/base/format_util.h"
 #include "ptepack/formats/json_util.h"
 
 namespace ptepack::safetensors {
@@ -21,6 +22,7 @@ namespace {
 
 void check_key(std::string_view key, const std::string& context) {
   if (key.empty()) fail_input("{}: empty tensor key", context);
+  check_name(key, "tensor key", context);
   if (key.size() > Limits::max_key_length) {
     fail_input("{}: tensor key {} is longer than the limit of {} bytes", context, shown_key(key),
                Limits::max_key_length);
@@ -316,11 +318,25 @@ File read(const InputFilePtr& file, uint64_t offset, uint64_t size, const std::s
                Limits::max_header_bytes);
   }
   std::vector<uint8_t> header = file->read_range(offset + 8, header_size);
+  // As the reference reader: the JSON object starts the header (no BOM, no
+  // leading whitespace) and only spaces may pad it; JSON text holds no raw NUL.
+  if (!header.empty() && (header.front() == 0xEF || header.front() == ' ' ||
+                          header.front() == '\n' || header.front() == '\r' ||
+                          header.front() == '\t')) {
+    fail_input("{}: header does not start with '{{' (a BOM or whitespace comes first)", context);
+  }
   File out;
   out.data_start = offset + 8 + header_size;
   HeaderParser parser(file, context, out, size - 8 - header_size, offset + 8);
   if (!json::sax_parse(header.begin(), header.end(), &parser)) {
     fail_input("{}: invalid JSON header", context);  // unreachable: the parser throws instead
+  }
+  if (std::find(header.begin(), header.end(), uint8_t{0}) != header.end()) {
+    fail_input("{}: header contains a NUL byte", context);
+  }
+  auto last = std::find_if(header.rbegin(), header.rend(), [](uint8_t c) { return c != ' '; });
+  if (last == header.rend() || *last != '}') {
+    fail_input("{}: header has bytes other than spaces after the JSON object", context);
   }
   parser.check_tiling();
   return out;

@@ -17,7 +17,14 @@ std::shared_ptr<const InputFile> InputFile::open(const std::filesystem::path& pa
   // O_NONBLOCK: opening a FIFO or device must not wait for a writer; only regular
   // files pass the check below, and reads of those never block on it.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) fail(ErrorCode::io, "{}: cannot open: {}", path.string(), std::strerror(errno));
+  if (fd < 0) {
+    int err = errno;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {  // a socket: ENXIO
+      fail(ErrorCode::io, "{}: not a regular file", path.string());
+    }
+    fail(ErrorCode::io, "{}: cannot open: {}", path.string(), std::strerror(err));
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int err = errno;

@@ -3,6 +3,8 @@
 
 #include <sys/stat.h>
 
+#include <set>
+
 #include "pack_internal.h"
 #include "ptepack/base/error.h"
 #include "ptepack/formats/artifact.h"
@@ -50,10 +52,16 @@ bool is_package_path(const fs::path& output) { return output.extension() == ".pt
 bool is_program_path(const fs::path& output) { return output.extension() == ".pte"; }
 
 void check_output_target(const PackOptions& options, const std::vector<fs::path>& input_paths) {
-  auto target = canonical_or_self(options.output);
+  // Output and inputs as absolute, normalised paths: equal, inside (an input
+  // directory) or containing (a directory output replaces its whole tree).
+  auto target = canonical_or_self(fs::absolute(options.output)).lexically_normal();
+  auto within = [](const fs::path& inner, const fs::path& outer) {
+    auto rel = inner.lexically_relative(outer);
+    return !rel.empty() && *rel.begin() != ".." && rel != ".";
+  };
   for (const auto& input : input_paths) {
-    auto in = canonical_or_self(input);
-    if (in == target || (fs::is_directory(target) && in.parent_path() == target)) {
+    auto in = canonical_or_self(fs::absolute(input)).lexically_normal();
+    if (in == target || within(target, in) || within(in, target)) {
       fail(ErrorCode::usage, "{}: output would overwrite input {}", options.output.string(),
            input.string());
     }
@@ -83,6 +91,18 @@ void check_output_target(const PackOptions& options, const std::vector<fs::path>
            "--force)",
            options.output.string());
     }
+  }
+}
+
+void add_read_paths(const Artifact& artifact, std::vector<fs::path>& paths) {
+  paths.push_back(artifact.root);
+  for (const auto& d : artifact.data_files) paths.emplace_back(d);
+  std::set<const InputFile*> seen;
+  for (const auto& [key, t] : artifact.data) {
+    if (t.bytes.file && seen.insert(t.bytes.file.get()).second) paths.push_back(t.bytes.file->path());
+  }
+  for (const auto& p : artifact.pte_programs) {
+    if (seen.insert(p.program.file.get()).second) paths.push_back(p.program.file->path());
   }
 }
 
@@ -127,8 +147,7 @@ PackSummary pack(const PackOptions& options) {
       fail(ErrorCode::usage, "{}: a {} holds no program; pass it as @DATA of a program input",
            artifact.name, artifact_kind_name(artifact.kind));
     }
-    input_paths.push_back(spec.path);
-    for (const auto& d : artifact.data_files) input_paths.emplace_back(d);
+    detail::add_read_paths(artifact, input_paths);
     MergeInput in{artifact.name, std::move(artifact.program), std::move(artifact.data),
                   spec.method};
     merge_inputs.push_back(std::move(in));

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "ptepack/formats/artifact.h"
 #include "ptepack/formats/manifest.h"
 #include "ptepack/io/output_file.h"
 #include "ptepack/io/progress.h"
@@ -51,7 +52,11 @@ void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<St
 [[nodiscard]] bool is_program_path(const std::filesystem::path& output);  // NAME.pte
 // True when PATH is a .pte program or a directory (or manifest) of programs.
 [[nodiscard]] bool holds_programs(const std::filesystem::path& path);
-// Refuses outputs that would overwrite an input or clobber an unrelated directory.
+// Every path an input artifact reads: itself, its data files, every file its
+// tensors live in (index and manifest shards), its programs.
+void add_read_paths(const Artifact& artifact, std::vector<std::filesystem::path>& paths);
+// Refuses outputs equal to, inside or containing any input path (usage error
+// naming both), and outputs that would clobber an unrelated directory.
 void check_output_target(const PackOptions& options,
                          const std::vector<std::filesystem::path>& input_paths);
 

@@ -48,8 +48,7 @@ Inputs load_inputs(const PackOptions& options) {
       fail(ErrorCode::usage, "{}: a {} cannot be packed together with .pte programs",
            artifact.name, artifact_kind_name(artifact.kind));
     }
-    in.paths.push_back(spec.path);
-    for (const auto& d : artifact.data_files) in.paths.emplace_back(d);
+    add_read_paths(artifact, in.paths);
     in.artifacts.push_back(std::move(artifact));
   }
   std::set<std::string> names;
@@ -140,13 +139,16 @@ bool holds_programs(const fs::path& path) {
 }
 
 PackSummary pack_programs(const PackOptions& options) {
+  const std::string first = parse_input_spec(options.inputs.front()).path.string();
   if (options.sharding.format != ShardFormat::ptd) {
-    fail(ErrorCode::usage, "--shard-format {}: .pte programs load their data from .ptd shards only",
-         shard_format_name(options.sharding.format));
+    fail(ErrorCode::usage,
+         "{}: .pte programs load their data from .ptd shards; --shard-format {} is not possible",
+         first, shard_format_name(options.sharding.format));
   }
   if (is_package_path(options.output)) {
-    fail(ErrorCode::usage, "{}: a .ptn package holds program graphs; pack .pte programs into a "
-         "directory or a .pte", options.output.string());
+    fail(ErrorCode::usage,
+         "{}: a .ptn package holds program graphs; pack .pte programs (here {}) into a directory "
+         "or a .pte", options.output.string(), first);
   }
   Inputs in = load_inputs(options);
   if (!options.dry_run) check_output_target(options, in.paths);
@@ -212,7 +214,7 @@ PackSummary pack_programs(const PackOptions& options) {
 
   AtomicOutput output(options.output, AtomicOutput::Kind::directory);
   const auto& dir = output.temp_path();
-  auto display = [&](const std::string& name) { return (output.target() / name).string(); };
+  auto display = [&](const std::string& name) { return output.display_name(name); };
   Manifest manifest;
   manifest.version = kManifestProgramsVersion;
   for (size_t p = 0; p < in.sources.size(); ++p) {

@@ -74,7 +74,7 @@ void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<St
                   const PackOptions& options, AtomicOutput& output, Progress* progress,
                   PackSummary& summary, Manifest& manifest) {
   const auto& dir = output.temp_path();
-  auto display = [&](const std::string& name) { return (output.target() / name).string(); };
+  auto display = [&](const std::string& name) { return output.display_name(name); };
   const char* ext = options.sharding.format == ShardFormat::ptd ? "ptd" : "safetensors";
   manifest.shard_format = std::string(shard_format_name(options.sharding.format));
   manifest.max_shard_bytes = options.sharding.max_shard_bytes;
@@ -131,7 +131,7 @@ void write_directory(const PreparedPack& prepared, const PackOptions& options, A
   if (output == nullptr) return;
 
   const auto& dir = output->temp_path();
-  auto display = [&](const std::string& name) { return (output->target() / name).string(); };
+  auto display = [&](const std::string& name) { return output->display_name(name); };
   Manifest manifest;
   manifest.program = {
       "program.ptg",

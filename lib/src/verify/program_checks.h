@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ptepack/base/error.h"
+#include "ptepack/formats/flat_tensor.h"
 #include "ptepack/formats/program.h"
 #include "ptepack/formats/pte.h"
 #include "ptepack/model/tensor.h"
@@ -45,5 +46,8 @@ void check_program_data(const pte::Program& program, const std::string& context,
                         const std::vector<DataFile>& files,
                         const std::vector<std::string>& named_keys, bool packed,
                         std::vector<std::string>& problems);
+
+// Segments of a .ptd that no NamedData points at: valid FlatTensor, never written by ptepack.
+void note_unreferenced_segments(const ptd::File& file, std::vector<std::string>& notes);
 
 }  // namespace ptepack

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "program_checks.h"
 #include "ptepack/base/error.h"
@@ -39,8 +40,11 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
     }
     by_name[m.name] = &m;
     if (m.data_offset % 64 != 0) {
-      problems.push_back(fmt::format("{}:{}: data at offset {} is not 64-byte aligned", name,
-                                     m.name, m.data_offset));
+      // Valid ZIP (ExecuTorch's write_ptn stores entries right after their
+      // headers); 64-byte alignment is what ptepack writes, for mmap.
+      report.notes.push_back(fmt::format(
+          "{}:{}: data at offset {} is not 64-byte aligned (ptepack aligns entries for mmap)", name,
+          m.name, m.data_offset));
     }
     if (!zip::crc_matches(*file, m, buffer)) {
       problems.push_back(
@@ -141,9 +145,12 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
 VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options) {
   VerifyReport report;
   report.artifact = path.string();
+  report.strict = options.strict;
   std::error_code missing;
   if (!fs::exists(path, missing))
     fail(ErrorCode::io, "{}: no such file or directory", path.string());
+  if (!fs::is_directory(path, missing) && !fs::is_regular_file(path, missing))
+    fail(ErrorCode::io, "{}: not a regular file", path.string());
   try {
     std::error_code ec;
     auto filename = path.filename().string();
@@ -164,6 +171,9 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
     report.kind = std::string(artifact_kind_name(artifact.kind));
     report.files_checked = 1 + artifact.data_files.size();
     report.tensors_checked = artifact.data.size();
+    if (artifact.kind == ArtifactKind::ptd) {
+      note_unreferenced_segments(ptd::read_file(InputFile::open(path)), report.notes);
+    }
     for (const auto& pf : artifact.pte_programs) {
       // A program and the data files given with it (the same-stem .ptd).
       std::vector<DataFile> files;
@@ -175,6 +185,18 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
       }
     }
     if (artifact.program) {
+      // The naming rules pack enforces on every program it reads.
+      if (artifact.program->methods.empty())
+        report.problems.push_back(fmt::format("{}: program has no methods", artifact.name));
+      std::set<std::string> names;
+      for (const auto& method : artifact.program->methods) {
+        if (auto problem = method_name_problem(method->name); !problem.empty())
+          report.problems.push_back(fmt::format("{}: {}", artifact.name, problem));
+        if (!names.insert(method->name).second) {
+          report.problems.push_back(
+              fmt::format("{}: duplicate method {}", artifact.name, quote(method->name)));
+        }
+      }
       for (const auto& method : artifact.program->methods) {
         auto found = validate_method_structure(*method, artifact.name);
         report.problems.insert(report.problems.end(), found.begin(), found.end());
@@ -200,6 +222,7 @@ std::string render_verify_json(const VerifyReport& r) {
                    {"kind", r.kind},
                    {"ok", r.ok()},
                    {"problems", r.problems},
+                   {"notes", r.notes},
                    {"files_checked", r.files_checked},
                    {"tensors_checked", r.tensors_checked},
                    {"bytes_hashed", r.bytes_hashed}};

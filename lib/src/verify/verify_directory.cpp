@@ -34,11 +34,13 @@ std::vector<const TensorTable*> contents_tables(const std::vector<ShardContents>
 
 // Each .pte of a directory of programs: size, digest, structure, methods, and
 // every key it needs resolvable in exactly one of the shards the manifest lists for it.
-void verify_program_entries(const Manifest& m, const DirectoryPaths& paths,
-                            const std::map<std::string, size_t>& shard_index,
-                            const std::vector<const TensorTable*>& tables,
-                            const VerifyOptions& options, VerifyReport& report) {
+// Returns every key some program needs (EXTERNAL names and listed named data).
+std::set<std::string> verify_program_entries(const Manifest& m, const DirectoryPaths& paths,
+                                             const std::map<std::string, size_t>& shard_index,
+                                             const std::vector<const TensorTable*>& tables,
+                                             const VerifyOptions& options, VerifyReport& report) {
   auto& problems = report.problems;
+  std::set<std::string> needed;
   const auto mname = paths.manifest.string();
   for (const auto& entry : m.programs) {
     attempt(problems, [&] {
@@ -70,8 +72,13 @@ void verify_program_entries(const Manifest& m, const DirectoryPaths& paths,
         }
       }
       check_program_data(program, file->name(), files, entry.named_data, true, problems);
+      for (const auto& t : program.tensors) {
+        if (t.storage == pte::Storage::external) needed.insert(t.fqn);
+      }
     });
+    needed.insert(entry.named_data.begin(), entry.named_data.end());
   }
+  return needed;
 }
 
 }  // namespace
@@ -141,6 +148,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   // Shards: hash whole files in parallel, read their tables, check names, payloads and caps.
   std::vector<ShardContents> contents(m.shards.size());
   std::vector<std::vector<std::string>> per_shard(m.shards.size());
+  std::vector<std::vector<std::string>> notes(m.shards.size());
   parallel_for(m.shards.size(), effective_jobs(options.jobs), [&](size_t i) {
     const auto& s = m.shards[i];
     auto& out = per_shard[i];
@@ -167,6 +175,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
       auto& c = contents[i];
       if (ptd_format) {
         auto f = ptd::read_file(file);
+        note_unreferenced_segments(f, notes[i]);
         for (const auto& seg : f.segments) c.payload += seg.size;
         c.tensors = std::move(f.tensors);
       } else {
@@ -196,6 +205,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     });
   });
   for (auto& found : per_shard) problems.insert(problems.end(), found.begin(), found.end());
+  for (auto& found : notes) report.notes.insert(report.notes.end(), found.begin(), found.end());
   report.files_checked += m.shards.size();
 
   // Tensors: each listed key readable where the manifest says, with matching layout and bytes.
@@ -277,7 +287,16 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     }
   }
   if (programs) {
-    verify_program_entries(m, paths, shard_index, contents_tables(contents), options, report);
+    auto needed =
+        verify_program_entries(m, paths, shard_index, contents_tables(contents), options, report);
+    // Every stored key belongs to some program: the manifest's lists are what
+    // `pack DIR -o X.pte` restores from, so a key outside them would be lost.
+    for (const auto& [key, t] : m.tensors) {
+      if (!needed.count(key)) {
+        problems.push_back(fmt::format("{}: key {} in {} is needed by no program", mname,
+                                       quote(key), t.shard));
+      }
+    }
   }
 
   // Derived manifest fields.

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace ptepack {
 
@@ -10,5 +11,12 @@ namespace ptepack {
 [[nodiscard]] std::string human_bytes(uint64_t bytes);
 // Percentage of part in whole, "12.5%"; "-" when whole is 0.
 [[nodiscard]] std::string percent(uint64_t part, uint64_t whole);
+
+// Well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF).
+[[nodiscard]] bool is_utf8(std::string_view text);
+// The one rule for keys and method names in every format: no NUL byte (the
+// runtime looks keys up as C strings) and valid UTF-8. Throws invalid_input
+// "<context>: <what> <name, escaped> ...".
+void check_name(std::string_view name, std::string_view what, const std::string& context);
 
 }  // namespace ptepack

@@ -61,6 +61,7 @@ struct Segment {
 };
 
 struct File {
+  std::string name;  // the file's name, for messages
   uint32_t version = 0;
   uint64_t segment_base = 0;
   std::vector<Segment> segments;

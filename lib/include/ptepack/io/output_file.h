@@ -51,6 +51,11 @@ class AtomicOutput {
   // The temporary file, or the temporary directory to fill.
   [[nodiscard]] const std::filesystem::path& temp_path() const noexcept { return temp_; }
   [[nodiscard]] const std::filesystem::path& target() const noexcept { return target_; }
+  // How messages name file `name` being written inside a directory output: the
+  // output it becomes and the temporary it is written to now.
+  [[nodiscard]] std::string display_name(const std::string& name) const {
+    return (target_ / name).string() + " (writing " + (temp_ / name).string() + ")";
+  }
   void commit();
 
  private:

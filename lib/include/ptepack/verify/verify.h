@@ -9,17 +9,22 @@
 namespace ptepack {
 
 struct VerifyOptions {
-  unsigned jobs = 0;  // hashing threads (0: all cores)
+  unsigned jobs = 0;    // hashing threads (0: all cores)
+  bool strict = false;  // notes count as problems
 };
 
 struct VerifyReport {
   std::string artifact;
   std::string kind;
   std::vector<std::string> problems;  // one line each; empty means the artifact is whole
+  // What ptepack itself would have done differently in a well-formed artifact
+  // (alignment of a foreign .ptn, an unreferenced .ptd segment).
+  std::vector<std::string> notes;
+  bool strict = false;
   uint64_t files_checked = 0;
   uint64_t tensors_checked = 0;
   uint64_t bytes_hashed = 0;
-  [[nodiscard]] bool ok() const { return problems.empty(); }
+  [[nodiscard]] bool ok() const { return problems.empty() && (!strict || notes.empty()); }
 };
 
 // Never throws for a bad artifact: every problem found is listed in the
