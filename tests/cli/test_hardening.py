@@ -214,5 +214,42 @@ def verify_checks_method_names_of_bare_programs(ctx):
     ctx.check("duplicate method" in r.err, r.err)
 
 
+@suite.test
+def written_programs_keep_empty_vectors(ctx):
+    # A 0-d constant has an empty TensorMeta.sizes; readers built from the
+    # reference schema require the field, so the writer must not drop it.
+    prefill, decode = examples(ctx)
+    out = os.path.join(ctx.mkdir(), "m")
+    ctx.run_ok("pack", prefill, decode, "-o", out)
+    program = ctx.flatc_json(open(os.path.join(out, "program.ptg"), "rb").read())
+    scalars = [c for m in program["methods"] for c in m.get("constants", [])
+               if c["data_key"].endswith("_lifted_tensor_constant0")]
+    ctx.require(scalars, "test setup: no _lifted_tensor_constant0 constant")
+    for c in scalars:
+        ctx.check("sizes" in c["meta"], f"{c['data_key']}: TensorMeta.sizes dropped: {c['meta']}")
+        ctx.check("dim_order" in c["meta"], f"{c['data_key']}: TensorMeta.dim_order dropped")
+
+
+@suite.test
+def nul_bytes_in_names_are_refused_on_input(ctx):
+    # One rule for every format: a key with a NUL is refused where it is read.
+    d = ctx.mkdir()
+    program = copy_example(ctx, d)
+    raw = open(os.path.join(d, "p.safetensors"), "rb").read()
+    n = struct.unpack_from("<Q", raw)[0]
+    header = json.loads(raw[8:8 + n])
+    header["a\u0000b"] = header.pop("tok_embeddings.weight")
+    text = json.dumps(header).encode()  # the key's NUL as the escape \u0000
+    text += b" " * ((8 - len(text) % 8) % 8)
+    path = os.path.join(d, "nul.safetensors")
+    open(path, "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+    for argv in (["dump", path], ["pack", f"{program}@{path}", "-o", os.path.join(d, "o.ptn")]):
+        r = ctx.run(*argv)
+        ctx.code(r, 3, f"{argv[0]} of a key with a NUL")
+        ctx.check("contains a NUL byte" in r.err and "\\x00" in r.err,
+                  f"{argv[0]}: NUL not named escaped: {r.err!r}")
+    ctx.check(not os.path.exists(os.path.join(d, "o.ptn")), "output written")
+
+
 if __name__ == "__main__":
     suite.main()
