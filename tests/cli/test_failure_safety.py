@@ -48,6 +48,24 @@ def temps_beside(output):
     return sorted(os.path.basename(p) for p in glob.glob(pattern))
 
 
+def writing(process, output):
+    """True once the pack is writing `output`: its temporary exists, or (for a file output
+    written through O_TMPFILE, which has no name) it holds an unnamed file in that directory."""
+    if temps_beside(output):
+        return True
+    parent = os.path.dirname(os.path.abspath(output))
+    fd_dir = f"/proc/{process.pid}/fd"
+    try:
+        for fd in os.listdir(fd_dir):
+            target = os.readlink(os.path.join(fd_dir, fd))
+            if target.startswith(parent + "/#") or (target.startswith(parent + "/")
+                                                   and target.endswith("(deleted)")):
+                return True
+    except OSError:
+        pass
+    return False
+
+
 def remove(path):
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path)
@@ -241,9 +259,9 @@ def interrupt(ctx, name, sig, existing, delay=0.0, options=(), model=None):
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                preexec_fn=default_signals)
     deadline = time.monotonic() + 60
-    while not temps_beside(output) and process.poll() is None and time.monotonic() < deadline:
+    while not writing(process, output) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.002)
-    saw_temp = bool(temps_beside(output))
+    saw_temp = writing(process, output)
     time.sleep(delay)
     process.send_signal(sig)
     try:
@@ -314,6 +332,49 @@ def signals_during_directory_pack(ctx):
         interrupt(ctx, f"shards_{attempt}", signal.SIGTERM, attempt % 2 == 1,
                   round(rng.uniform(0.0, 0.6), 3), ("--max-shard-bytes", "1MiB"),
                   model=many_shard_model())
+
+
+def start_and_kill(ctx, output, options=()):
+    """Starts packing the big model into `output`, SIGKILLs it while it writes."""
+    process = subprocess.Popen([ctx.ptepack, "pack", *big_model(), "-o", output, "-q", *options],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not writing(process, output) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    saw = writing(process, output)
+    process.kill()
+    process.wait()
+    return saw and process.returncode == -signal.SIGKILL
+
+
+@suite.test
+def sigkill_leaves_no_file_temporary(ctx):
+    """SIGKILL cannot be caught: a .ptn output is written unnamed (O_TMPFILE), so nothing is
+    left beside it."""
+    output = os.path.join(ctx.tmp, "killed.ptn")
+    ctx.require(start_and_kill(ctx, output), "pack finished before it could be killed")
+    ctx.equal(temps_beside(output), [], "temporaries left after SIGKILL")
+    ctx.check(not os.path.exists(output), "a partial output was left")
+
+
+@suite.test
+def sigkill_leftovers_are_noted_then_removed_by_the_next_pack(ctx):
+    """A killed directory pack leaves its temporary directory: verify of the output notes it,
+    the next pack to that output removes it, and a live process's temporary is never touched."""
+    output = os.path.join(ctx.tmp, "model")
+    ctx.run_ok("pack", *examples(ctx), "-o", output, "-q")
+    ctx.require(start_and_kill(ctx, output), "pack finished before it could be killed")
+    left = temps_beside(output)
+    ctx.require(left, "test setup: SIGKILL left no temporary directory")
+    live = os.path.join(ctx.tmp, f".model.ptepack-tmp-{os.getpid()}-0")
+    os.mkdir(live)  # as if this (running) process were packing
+    r = ctx.run("verify", output)
+    ctx.code(r, 0, "verify with a stray temporary beside the output")
+    ctx.check("note:" in r.err and left[0] in r.err, f"stray temporary not noted: {r.err!r}")
+    ctx.run_ok("pack", *examples(ctx), "-o", output, "-q")
+    ctx.equal(temps_beside(output), [os.path.basename(live)],
+              "temporaries after the next pack (only the live one may remain)")
+    os.rmdir(live)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -66,6 +67,11 @@ OutputFile::OutputFile(const std::filesystem::path& path, std::string display_na
   if (fd_ < 0) fail(ErrorCode::io, "{}: cannot create: {}", display_name_, errno_text());
 }
 
+OutputFile::OutputFile(int fd, std::string display_name)
+    : display_name_(std::move(display_name)), fd_(fd) {
+  if (fd_ < 0) fail(ErrorCode::io, "{}: cannot create: {}", display_name_, errno_text());
+}
+
 OutputFile::~OutputFile() {
   if (fd_ >= 0) ::close(fd_);
 }
@@ -108,7 +114,13 @@ AtomicOutput::AtomicOutput(std::filesystem::path target, Kind kind)
     : target_(std::move(target)), kind_(kind) {
   if (target_.filename().empty()) target_ = target_.parent_path();
   if (target_.parent_path().empty()) target_ = std::filesystem::path(".") / target_;
+  remove_stale_temporaries(target_);
   temp_ = make_temp_name(target_);
+  if (kind_ == Kind::file) {
+    auto dir = target_.parent_path();
+    anonymous_fd_ = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    if (anonymous_fd_ >= 0) return;  // nothing named to clean up until commit()
+  }
   register_temp(temp_);
   if (kind_ == Kind::directory) {
     if (::mkdir(temp_.c_str(), 0755) != 0) {
@@ -120,8 +132,14 @@ AtomicOutput::AtomicOutput(std::filesystem::path target, Kind kind)
 }
 
 AtomicOutput::~AtomicOutput() {
+  if (anonymous_fd_ >= 0) ::close(anonymous_fd_);
   if (!committed_) remove_quietly(temp_);
   unregister_temp(temp_);
+}
+
+OutputFile AtomicOutput::file() {
+  if (anonymous_fd_ >= 0) return OutputFile(::dup(anonymous_fd_), target_.string());
+  return OutputFile(temp_, target_.string());
 }
 
 void AtomicOutput::commit() {
@@ -135,6 +153,18 @@ void AtomicOutput::commit() {
     }
   } reset{committed_};
   auto dir = target_.parent_path();
+  if (anonymous_fd_ >= 0) {
+    // Give the finished file a name beside the target, then rename it over the
+    // target: an existing output is replaced in one step, as for named temporaries.
+    live_temps().insert(temp_);
+    auto proc = fmt::format("/proc/self/fd/{}", anonymous_fd_);
+    if (::linkat(anonymous_fd_, "", AT_FDCWD, temp_.c_str(), AT_EMPTY_PATH) != 0 &&
+        ::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, temp_.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+      live_temps().erase(temp_);
+      fail(ErrorCode::io, "{}: cannot link the written file into place: {}", target_.string(),
+           errno_text());
+    }
+  }
   if (kind_ == Kind::directory) {
     sync_directory(temp_);
     std::error_code ec;
@@ -157,6 +187,40 @@ void AtomicOutput::commit() {
   }
   committed_ = true;
   sync_directory(dir);
+}
+
+namespace {
+
+// The PID in `.NAME.ptepack-tmp-PID-N[.dead]`, when `entry` is one of target's temporaries.
+std::optional<long> temp_owner(const std::string& entry, const std::string& target_name) {
+  const std::string prefix = "." + target_name + ".ptepack-tmp-";
+  if (entry.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  size_t end = prefix.size();
+  while (end < entry.size() && entry[end] >= '0' && entry[end] <= '9') ++end;
+  if (end == prefix.size() || end >= entry.size() || entry[end] != '-') return std::nullopt;
+  return std::stol(entry.substr(prefix.size(), end - prefix.size()));
+}
+
+bool process_gone(long pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
+}  // namespace
+
+std::vector<std::filesystem::path> stale_temporaries(const std::filesystem::path& target) {
+  std::vector<std::filesystem::path> out;
+  auto normal = target.lexically_normal();
+  if (normal.filename().empty()) normal = normal.parent_path();
+  auto dir = normal.parent_path().empty() ? std::filesystem::path(".") : normal.parent_path();
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    auto pid = temp_owner(entry.path().filename().string(), normal.filename().string());
+    if (pid && *pid != ::getpid() && process_gone(*pid)) out.push_back(entry.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void remove_stale_temporaries(const std::filesystem::path& target) {
+  for (const auto& path : stale_temporaries(target)) remove_quietly(path);
 }
 
 void wait_if_interrupted() {

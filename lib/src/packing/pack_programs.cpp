@@ -111,7 +111,7 @@ PackSummary inline_one(const PackOptions& options, const Inputs& in, const Range
   if (options.dry_run) return summary;
   progress.set_write_total(content.size);
   AtomicOutput output(options.output, AtomicOutput::Kind::file);
-  OutputFile file(output.temp_path(), output.target().string());
+  OutputFile file = output.file();
   write_file(file, content, &progress);
   progress.stop();
   output.commit();

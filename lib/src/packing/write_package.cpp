@@ -74,7 +74,7 @@ void write_package(const PreparedPack& prepared, const PackOptions& options, Ato
     return std::pair(a.offset, a.size()) < std::pair(b.offset, b.size());
   });
 
-  OutputFile file(output->temp_path(), output->target().string());
+  OutputFile file = output->file();
   StreamOptions stream;
   stream.jobs = effective_jobs(options.jobs);
   size_t weights_index = 0;

@@ -12,6 +12,7 @@
 #include "ptepack/formats/json_util.h"
 #include "ptepack/formats/safetensors.h"
 #include "ptepack/hash/parallel_hash.h"
+#include "ptepack/io/output_file.h"
 #include "ptepack/verify/verify.h"
 
 namespace ptepack {
@@ -96,6 +97,12 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
                            mname);
       })) {
     return;
+  }
+  for (const auto& stray : stale_temporaries(paths.dir)) {
+    report.notes.push_back(fmt::format(
+        "{}: temporary left beside the output by an interrupted pack (the next pack to {} "
+        "removes it)",
+        stray.string(), paths.dir.string()));
   }
   bool ptd_format = m.shard_format == "ptd";
   const char* ext = ptd_format ? ".ptd" : ".safetensors";

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <vector>
 #include <string_view>
 
 namespace ptepack {
@@ -15,6 +16,8 @@ namespace ptepack {
 class OutputFile {
  public:
   OutputFile(const std::filesystem::path& path, std::string display_name);
+  // Adopts an open, writable descriptor (closed by finish() or the destructor).
+  OutputFile(int fd, std::string display_name);
   ~OutputFile();
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
@@ -48,8 +51,11 @@ class AtomicOutput {
   AtomicOutput(const AtomicOutput&) = delete;
   AtomicOutput& operator=(const AtomicOutput&) = delete;
 
-  // The temporary file, or the temporary directory to fill.
+  // The temporary directory to fill (Kind::directory).
   [[nodiscard]] const std::filesystem::path& temp_path() const noexcept { return temp_; }
+  // The output file to write (Kind::file). Where the filesystem supports
+  // O_TMPFILE it has no name until commit(), so even SIGKILL leaves nothing.
+  [[nodiscard]] OutputFile file();
   [[nodiscard]] const std::filesystem::path& target() const noexcept { return target_; }
   // How messages name file `name` being written inside a directory output: the
   // output it becomes and the temporary it is written to now.
@@ -63,7 +69,16 @@ class AtomicOutput {
   std::filesystem::path temp_;
   Kind kind_;
   bool committed_ = false;
+  int anonymous_fd_ = -1;  // O_TMPFILE file, linked into place by commit()
 };
+
+// Removes temporaries that pack processes which no longer run left beside
+// `target` (`.NAME.ptepack-tmp-PID-N`, e.g. after SIGKILL); those of live
+// processes are never touched.
+void remove_stale_temporaries(const std::filesystem::path& target);
+// Temporaries beside `target` whose process no longer runs (for verify's notes).
+[[nodiscard]] std::vector<std::filesystem::path> stale_temporaries(
+    const std::filesystem::path& target);
 
 // Blocks SIGINT/SIGTERM/SIGHUP in the calling thread (call first in main, before
 // any thread starts) and starts a watcher that removes every live temporary
