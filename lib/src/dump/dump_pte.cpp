@@ -18,9 +18,10 @@ namespace et = executorch_flatbuffer;
 using ordered = nlohmann::json;
 
 std::string layout_text(const pte::TensorInfo& t) {
-  std::string text = fmt::format("{} [{}]", t.known_type ? std::string(dtype_name(t.dtype))
-                                                         : fmt::format("type{}", t.scalar_type),
-                                 fmt::join(t.shape, ", "));
+  std::string text = fmt::format(
+      "{} [{}]",
+      t.known_type ? std::string(dtype_name(t.dtype)) : fmt::format("type{}", t.scalar_type),
+      fmt::join(t.shape, ", "));
   bool identity = true;
   for (size_t d = 0; d < t.dim_order.size(); ++d) identity = identity && t.dim_order[d] == d;
   if (!identity) text += fmt::format(" dim_order [{}]", fmt::join(t.dim_order, ", "));
@@ -74,8 +75,8 @@ std::vector<std::string> instructions(const et::ExecutionPlan& ep) {
       } else if (const auto* m = ins->instr_args_as_MoveCall()) {
         text = fmt::format("move {} -> {}", m->move_from(), m->move_to());
       } else if (const auto* j = ins->instr_args_as_JumpFalseCall()) {
-        text = fmt::format("jump_false {} -> {}", j->cond_value_index(),
-                           j->destination_instruction());
+        text =
+            fmt::format("jump_false {} -> {}", j->cond_value_index(), j->destination_instruction());
       } else if (const auto* f = ins->instr_args_as_FreeCall()) {
         text = fmt::format("free {}", f->value_index());
       } else {
@@ -134,9 +135,10 @@ ProgramDump dump_programs(const Artifact& artifact, const DumpOptions& options) 
                                        {"segment_data_size", h.segment_data_size}}
                              : ordered(nullptr);
     line(fmt::format("\nprogram {}: {} bytes, {}", pf.file, p.file->size(),
-                     h.present ? fmt::format("eh00 header (program {} bytes, segments at {}, {} bytes)",
-                                             h.program_size, h.segment_base, h.segment_data_size)
-                               : std::string("no eh00 header")));
+                     h.present
+                         ? fmt::format("eh00 header (program {} bytes, segments at {}, {} bytes)",
+                                       h.program_size, h.segment_base, h.segment_data_size)
+                         : std::string("no eh00 header")));
     if (!p.not_rewritable.empty()) {
       line(fmt::format("  not rewritable: {}", fmt::join(p.not_rewritable, "; ")));
     }
@@ -228,8 +230,9 @@ ProgramDump dump_programs(const Artifact& artifact, const DumpOptions& options) 
                        {"segment", nd.segment},
                        {"sha256", sha},
                        {"shares_bytes_with", shares}});
-      line(fmt::format("    {}  {} bytes  segment {}{}", nd.key, nd.bytes.size, nd.segment,
-                       shares.empty() ? "" : fmt::format("  (shared with {})", fmt::join(shares, ", "))));
+      line(fmt::format(
+          "    {}  {} bytes  segment {}{}", nd.key, nd.bytes.size, nd.segment,
+          shares.empty() ? "" : fmt::format("  (shared with {})", fmt::join(shares, ", "))));
     }
     pj["named_data"] = named;
     ordered segments = ordered::array();
@@ -254,8 +257,9 @@ ProgramDump dump_programs(const Artifact& artifact, const DumpOptions& options) 
     if (auto it = entries.find(pf.file); it != entries.end()) {
       pj["data_files"] = it->second->shards;
       line(fmt::format("  data files (load in this order): {}",
-                       it->second->shards.empty() ? std::string("none")
-                                                  : fmt::format("{}", fmt::join(it->second->shards, " "))));
+                       it->second->shards.empty()
+                           ? std::string("none")
+                           : fmt::format("{}", fmt::join(it->second->shards, " "))));
     }
     out.json.push_back(pj);
   }

@@ -164,8 +164,8 @@ void load_shards(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
     if (!t.alias_of) fail_input("{}: tensor {} is in no shard", manifest_name, quote(key));
     auto owner = a.data.find(*t.alias_of);
     if (owner == a.data.end()) {
-      fail_input("{}: tensor {} is an alias of {}, which is in no shard", manifest_name,
-                 quote(key), quote(*t.alias_of));
+      fail_input("{}: tensor {} is an alias of {}, which is in no shard", manifest_name, quote(key),
+                 quote(*t.alias_of));
     }
     a.aliases.emplace(key, *t.alias_of);
   }

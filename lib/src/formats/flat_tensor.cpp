@@ -81,8 +81,8 @@ void check_entries(const std::vector<Entry>& entries, const std::vector<uint64_t
       fail(ErrorCode::internal, ".ptd plan: key {}: dim_order of {} for rank {}",
            ptepack::quoted(e.key), e.dim_order.size(), e.shape.size());
     }
-    auto bytes = e.opaque ? std::optional<uint64_t>(segment_sizes[e.segment])
-                          : byte_size(e.dtype, e.shape);
+    auto bytes =
+        e.opaque ? std::optional<uint64_t>(segment_sizes[e.segment]) : byte_size(e.dtype, e.shape);
     if (!bytes || *bytes != segment_sizes[e.segment]) {
       fail(ErrorCode::internal, ".ptd plan: key {}: layout needs {} bytes, segment {} has {}",
            ptepack::quoted(e.key), bytes.value_or(0), e.segment, segment_sizes[e.segment]);
@@ -279,8 +279,8 @@ DType layout_dtype(const std::string& name, const std::string& key, ScalarType t
 }
 
 // Shape and dim order from a TensorLayout; dim_order must be a permutation.
-Shape layout_shape(const std::string& name, const std::string& key,
-                   const fbs::TensorLayout& layout, std::vector<uint8_t>& dim_order_out) {
+Shape layout_shape(const std::string& name, const std::string& key, const fbs::TensorLayout& layout,
+                   std::vector<uint8_t>& dim_order_out) {
   const auto* sizes = layout.sizes();
   const auto* dim_order = layout.dim_order();
   if (sizes == nullptr || dim_order == nullptr) {

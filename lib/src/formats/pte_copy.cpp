@@ -141,7 +141,8 @@ struct Finder {
       if (ref != nullptr && ref->st == fb::ST_ENUM) {
         const size_t size = scalar_size(base);
         const int64_t value = as_value(raw_field(t, field, size), size, is_signed(base));
-        if (!in_enum(ref, value)) note(fmt::format("{}: value {} is not in the schema", where, value));
+        if (!in_enum(ref, value))
+          note(fmt::format("{}: value {} is not in the schema", where, value));
       }
     }
   }

@@ -49,9 +49,9 @@ struct OutSegment {
 
 struct SegmentPlan {
   std::vector<OutSegment> segments;
-  std::vector<uint64_t> constant_offsets;   // [0] placeholder, then one per buffer
-  std::map<uint32_t, uint32_t> kept;        // old segment index -> new index
-  std::vector<uint32_t> named_segment;      // per output named_data entry
+  std::vector<uint64_t> constant_offsets;  // [0] placeholder, then one per buffer
+  std::map<uint32_t, uint32_t> kept;       // old segment index -> new index
+  std::vector<uint32_t> named_segment;     // per output named_data entry
   uint64_t data_size = 0;
 };
 
@@ -74,7 +74,8 @@ SegmentPlan plan_segments(const Program& in, const Rewrite& rw, uint64_t alignme
   }
   if (const auto* mutables = root.mutable_data_segments()) {
     for (const auto* sub : *mutables) {
-      if (sub->offsets() != nullptr && sub->offsets()->size() > 0) keep.insert(sub->segment_index());
+      if (sub->offsets() != nullptr && sub->offsets()->size() > 0)
+        keep.insert(sub->segment_index());
     }
   }
   for (uint32_t old : keep) {
@@ -185,7 +186,8 @@ class Editor {
       std::vector<fb::Offset<fb::Table>> named;
       for (size_t k = 0; k < rw_.named_data.size(); ++k) {
         const auto key = copier.string(rw_.named_data[k].first);
-        named.push_back(copier.table({{0, true, 4, 0, key}, {1, false, 4, plan_.named_segment[k], 0}}));
+        named.push_back(
+            copier.table({{0, true, 4, 0, key}, {1, false, 4, plan_.named_segment[k], 0}}));
       }
       detail::set_offset(fields, kNamedData, b.CreateVector(named).o);
     }
@@ -210,9 +212,9 @@ class Editor {
     }
     if (reinterpret_cast<const et::Tensor*>(source)->extra_tensor_info() == nullptr) {
       const auto name = copier.string(e->key);
-      detail::set_offset(fields, kExtraTensorInfo,
-                         copier.table({{kFullyQualifiedName, true, 4, 0, name},
-                                       {kLocation, false, 1, 1, 0}}));
+      detail::set_offset(
+          fields, kExtraTensorInfo,
+          copier.table({{kFullyQualifiedName, true, 4, 0, name}, {kLocation, false, 1, 1, 0}}));
     }
   }
 

@@ -320,9 +320,9 @@ File read(const InputFilePtr& file, uint64_t offset, uint64_t size, const std::s
   std::vector<uint8_t> header = file->read_range(offset + 8, header_size);
   // As the reference reader: the JSON object starts the header (no BOM, no
   // leading whitespace) and only spaces may pad it; JSON text holds no raw NUL.
-  if (!header.empty() && (header.front() == 0xEF || header.front() == ' ' ||
-                          header.front() == '\n' || header.front() == '\r' ||
-                          header.front() == '\t')) {
+  if (!header.empty() &&
+      (header.front() == 0xEF || header.front() == ' ' || header.front() == '\n' ||
+       header.front() == '\r' || header.front() == '\t')) {
     fail_input("{}: header does not start with '{{' (a BOM or whitespace comes first)", context);
   }
   File out;

@@ -99,7 +99,8 @@ void add_read_paths(const Artifact& artifact, std::vector<fs::path>& paths) {
   for (const auto& d : artifact.data_files) paths.emplace_back(d);
   std::set<const InputFile*> seen;
   for (const auto& [key, t] : artifact.data) {
-    if (t.bytes.file && seen.insert(t.bytes.file.get()).second) paths.push_back(t.bytes.file->path());
+    if (t.bytes.file && seen.insert(t.bytes.file.get()).second)
+      paths.push_back(t.bytes.file->path());
   }
   for (const auto& p : artifact.pte_programs) {
     if (seen.insert(p.program.file.get()).second) paths.push_back(p.program.file->path());

@@ -30,7 +30,7 @@ void write_directory(const PreparedPack& prepared, const PackOptions& options, A
 
 // Shard helpers shared by the program-graph and .pte directory writers.
 Digest write_small_file(const std::filesystem::path& path, const std::string& display,
-                                      const std::string& bytes);
+                        const std::string& bytes);
 // plan_shards, with the output named in its errors.
 [[nodiscard]] std::vector<PlannedShard> plan_for_output(const std::vector<StoredTensor>& tensors,
                                                         const std::vector<StorageGroup>& groups,

@@ -45,8 +45,8 @@ Inputs load_inputs(const PackOptions& options) {
     }
     auto artifact = load_artifact(spec.path, spec.data);
     if (artifact.pte_programs.empty()) {
-      fail(ErrorCode::usage, "{}: a {} cannot be packed together with .pte programs",
-           artifact.name, artifact_kind_name(artifact.kind));
+      fail(ErrorCode::usage, "{}: a {} cannot be packed together with .pte programs", artifact.name,
+           artifact_kind_name(artifact.kind));
     }
     add_read_paths(artifact, in.paths);
     in.artifacts.push_back(std::move(artifact));
@@ -148,7 +148,8 @@ PackSummary pack_programs(const PackOptions& options) {
   if (is_package_path(options.output)) {
     fail(ErrorCode::usage,
          "{}: a .ptn package holds program graphs; pack .pte programs (here {}) into a directory "
-         "or a .pte", options.output.string(), first);
+         "or a .pte",
+         options.output.string(), first);
   }
   Inputs in = load_inputs(options);
   if (!options.dry_run) check_output_target(options, in.paths);
@@ -221,8 +222,11 @@ PackSummary pack_programs(const PackOptions& options) {
     const auto& name = in.sources[p].file->file;
     OutputFile file(dir / name, display(name));
     auto digest = write_file(file, programs[p], &progress);
-    manifest.programs.push_back({name, to_hex(digest), programs[p].size,
-                                 in.sources[p].file->program.plans, {},
+    manifest.programs.push_back({name,
+                                 to_hex(digest),
+                                 programs[p].size,
+                                 in.sources[p].file->program.plans,
+                                 {},
                                  set.programs[p].named_keys});
   }
   write_shards(tensors, groups, plan, contents, options, output, &progress, summary, manifest);

@@ -17,19 +17,18 @@ std::string render_pack_text(const PackSummary& s) {
   const bool program_file = !s.programs.empty() && s.output.ends_with(".pte");
   line(fmt::format(
       "{} {} ({})", s.dry_run ? "plan for" : "packed", s.output,
-      s.package        ? "ptn package"
-      : program_file   ? "pte program, every byte inside"
-                       : fmt::format("directory, {} shards", shard_format_name(s.sharding.format))));
+      s.package      ? "ptn package"
+      : program_file ? "pte program, every byte inside"
+                     : fmt::format("directory, {} shards", shard_format_name(s.sharding.format))));
   line(fmt::format("methods: {}", s.methods.size()));
   for (const auto& [method, input] : s.methods)
     line(fmt::format("  {:<20} from {}", method, input));
   if (!s.programs.empty()) line(fmt::format("programs: {}", s.programs.size()));
   for (const auto& p : s.programs) {
-    std::string needs =
-        program_file ? std::string("loads without data files")
-        : p.shards.empty()
-            ? fmt::format("needs {} data file{}", p.shard_count, p.shard_count == 1 ? "" : "s")
-            : fmt::format("needs {}", fmt::join(p.shards, " "));
+    std::string needs = program_file       ? std::string("loads without data files")
+                        : p.shards.empty() ? fmt::format("needs {} data file{}", p.shard_count,
+                                                         p.shard_count == 1 ? "" : "s")
+                                           : fmt::format("needs {}", fmt::join(p.shards, " "));
     line(fmt::format("  {:<28} {:>12} bytes  {}", p.file, p.size, needs));
   }
   line(fmt::format("renamed keys: {}", s.renames.size()));

@@ -90,9 +90,8 @@ GroupCost group_cost(const std::vector<StoredTensor>& tensors, const StorageGrou
     // set too low, or an upper one too high, only costs exact layouts.
     for (size_t index : group.members) {
       const auto& t = tensors[index];
-      cost.header_hi =
-          add(cost.header_hi,
-              ptd::head_bound_entry(t.key.size(), t.data.shape.size(), t.data.opaque));
+      cost.header_hi = add(cost.header_hi,
+                           ptd::head_bound_entry(t.key.size(), t.data.shape.size(), t.data.opaque));
     }
     cost.header_hi = add(cost.header_hi, ptd::head_bound_segment());
     cost.header_lo = cost.header_hi > 32 ? cost.header_hi - 32 : 0;

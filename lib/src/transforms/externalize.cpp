@@ -32,8 +32,8 @@ std::vector<uint8_t> normalized_order(const std::vector<uint8_t>& order) {
 using Identity = std::tuple<Digest, uint64_t, int, Shape, std::vector<uint8_t>, bool>;
 
 Identity identity_of(const TensorData& data, const Digest& digest) {
-  return {digest, data.bytes.size, static_cast<int>(data.dtype), data.shape, data.dim_order,
-          data.opaque};
+  return {digest,     data.bytes.size, static_cast<int>(data.dtype),
+          data.shape, data.dim_order,  data.opaque};
 }
 
 TensorData tensor_data(const pte::TensorInfo& t) {
@@ -60,9 +60,10 @@ const TensorData& external_data(const ProgramSource& s, const pte::TensorInfo& t
   const TensorData& d = it->second;
   if (d.opaque || d.dtype != t.dtype || d.shape != t.shape ||
       d.dim_order != normalized_order(t.dim_order)) {
-    fail_input("{}: EXTERNAL tensor {}: the data file's layout {} [{}] differs from the tensor's {} [{}]",
-               where(s, t), quote(t.fqn), d.opaque ? "none" : dtype_name(d.dtype),
-               fmt::join(d.shape, ", "), dtype_name(t.dtype), fmt::join(t.shape, ", "));
+    fail_input(
+        "{}: EXTERNAL tensor {}: the data file's layout {} [{}] differs from the tensor's {} [{}]",
+        where(s, t), quote(t.fqn), d.opaque ? "none" : dtype_name(d.dtype),
+        fmt::join(d.shape, ", "), dtype_name(t.dtype), fmt::join(t.shape, ", "));
   }
   return d;
 }

@@ -91,8 +91,8 @@ void check_program_data(const pte::Program& program, const std::string& context,
       }
     }
     if (in.empty()) {
-      problems.push_back(fmt::format("{}: {} {} is in none of its data files", context, what,
-                                     quote(key)));
+      problems.push_back(
+          fmt::format("{}: {} {} is in none of its data files", context, what, quote(key)));
     } else if (in.size() > 1) {
       problems.push_back(fmt::format("{}: {} {} is in {} of its data files ({}): a load error",
                                      context, what, quote(key), in.size(), fmt::join(in, ", ")));
@@ -100,19 +100,19 @@ void check_program_data(const pte::Program& program, const std::string& context,
     return found;
   };
   for (const auto& t : program.tensors) {
-    const std::string at =
-        fmt::format("method {} value {}", quote(program.plans[t.plan]), t.value);
+    const std::string at = fmt::format("method {} value {}", quote(program.plans[t.plan]), t.value);
     if (t.storage == pte::Storage::external) {
       const TensorData* d = lookup(t.fqn, at + ": EXTERNAL tensor");
       bool identity = true;
       for (size_t k = 0; k < t.dim_order.size(); ++k) identity = identity && t.dim_order[k] == k;
       std::vector<uint8_t> order = identity ? std::vector<uint8_t>{} : t.dim_order;
-      if (d != nullptr && (d->opaque || d->dtype != t.dtype || d->shape != t.shape ||
-                           d->dim_order != order)) {
-        problems.push_back(fmt::format(
-            "{}: {}: EXTERNAL tensor {}: data file layout {} [{}] differs from the tensor's {} [{}]",
-            context, at, quote(t.fqn), d->opaque ? "none" : dtype_name(d->dtype),
-            fmt::join(d->shape, ", "), dtype_name(t.dtype), fmt::join(t.shape, ", ")));
+      if (d != nullptr &&
+          (d->opaque || d->dtype != t.dtype || d->shape != t.shape || d->dim_order != order)) {
+        problems.push_back(
+            fmt::format("{}: {}: EXTERNAL tensor {}: data file layout {} [{}] differs from the "
+                        "tensor's {} [{}]",
+                        context, at, quote(t.fqn), d->opaque ? "none" : dtype_name(d->dtype),
+                        fmt::join(d->shape, ", "), dtype_name(t.dtype), fmt::join(t.shape, ", ")));
       }
     } else if (packed && t.nbytes > 0 &&
                (t.storage == pte::Storage::constant_segment ||
@@ -133,8 +133,8 @@ void note_unreferenced_segments(const ptd::File& file, std::vector<std::string>&
   for (const auto& [key, index] : file.segment_of) used[index] = true;
   for (size_t s = 0; s < used.size(); ++s) {
     if (!used[s]) {
-      notes.push_back(fmt::format("{}: segment {} ({} bytes) is referenced by no key",
-                                  file.name, s, file.segments[s].size));
+      notes.push_back(fmt::format("{}: segment {} ({} bytes) is referenced by no key", file.name, s,
+                                  file.segments[s].size));
     }
   }
 }

@@ -177,9 +177,11 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
     for (const auto& pf : artifact.pte_programs) {
       // A program and the data files given with it (the same-stem .ptd).
       std::vector<DataFile> files;
-      if (!artifact.data_files.empty()) files.push_back({artifact.data_files.front(), &artifact.data});
+      if (!artifact.data_files.empty())
+        files.push_back({artifact.data_files.front(), &artifact.data});
       bool external = false;
-      for (const auto& t : pf.program.tensors) external = external || t.storage == pte::Storage::external;
+      for (const auto& t : pf.program.tensors)
+        external = external || t.storage == pte::Storage::external;
       if (external || !files.empty()) {
         check_program_data(pf.program, artifact.name, files, {}, false, report.problems);
       }

@@ -137,20 +137,22 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
 
   // Program (a directory of .pte programs checks its programs after the shards).
   ProgramPtr program;
-  if (!programs) attempt(problems, [&] {
-    auto file = open_inside(paths.dir, m.program.file, mname);
-    ++report.files_checked;
-    if (file->size() != m.program.size) {
-      problems.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(),
-                                     file->size(), m.program.size));
-    }
-    if (file->size() > Limits::max_program_bytes) fail_input("{}: program too large", file->name());
-    auto bytes = file->read_range(0, file->size());
-    if (to_hex(sha256(bytes)) != m.program.sha256) {
-      problems.push_back(fmt::format("{}: SHA-256 differs from the manifest", file->name()));
-    }
-    program = read_program_binary(bytes, file->name());
-  });
+  if (!programs)
+    attempt(problems, [&] {
+      auto file = open_inside(paths.dir, m.program.file, mname);
+      ++report.files_checked;
+      if (file->size() != m.program.size) {
+        problems.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(),
+                                       file->size(), m.program.size));
+      }
+      if (file->size() > Limits::max_program_bytes)
+        fail_input("{}: program too large", file->name());
+      auto bytes = file->read_range(0, file->size());
+      if (to_hex(sha256(bytes)) != m.program.sha256) {
+        problems.push_back(fmt::format("{}: SHA-256 differs from the manifest", file->name()));
+      }
+      program = read_program_binary(bytes, file->name());
+    });
 
   // Shards: hash whole files in parallel, read their tables, check names, payloads and caps.
   std::vector<ShardContents> contents(m.shards.size());
@@ -300,8 +302,8 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     // `pack DIR -o X.pte` restores from, so a key outside them would be lost.
     for (const auto& [key, t] : m.tensors) {
       if (!needed.count(key)) {
-        problems.push_back(fmt::format("{}: key {} in {} is needed by no program", mname,
-                                       quote(key), t.shard));
+        problems.push_back(
+            fmt::format("{}: key {} in {} is needed by no program", mname, quote(key), t.shard));
       }
     }
   }

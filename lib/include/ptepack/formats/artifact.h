@@ -39,11 +39,11 @@ struct ProgramFile {
 
 struct Artifact {
   ArtifactKind kind = ArtifactKind::program;
-  std::string name;            // as given, for messages
-  std::filesystem::path root;  // the file, or the output directory
-  ProgramPtr program;          // program graph artifacts; null otherwise
+  std::string name;                       // as given, for messages
+  std::filesystem::path root;             // the file, or the output directory
+  ProgramPtr program;                     // program graph artifacts; null otherwise
   std::vector<ProgramFile> pte_programs;  // pte and programs artifacts
-  TensorTable data;            // every readable key; aliases point at their owner's bytes
+  TensorTable data;  // every readable key; aliases point at their owner's bytes
   std::map<std::string, std::string> aliases;  // alias key -> owner key
   std::optional<Manifest> manifest;            // directory artifacts
   std::vector<std::string> data_files;         // data sources read (program artifacts)

@@ -23,8 +23,8 @@ inline constexpr uint64_t default_alignment = 128;
 struct Entry {
   std::string key;
   DType dtype = DType::BYTE;
-  Shape shape;            // written as int32 sizes (error if a dim does not fit)
-  uint32_t segment = 0;   // index into segment_sizes
+  Shape shape;                          // written as int32 sizes (error if a dim does not fit)
+  uint32_t segment = 0;                 // index into segment_sizes
   std::vector<uint8_t> dim_order = {};  // empty: 0..rank-1
   bool opaque = false;                  // no TensorLayout (delegate named data)
 };

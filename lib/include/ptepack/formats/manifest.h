@@ -48,12 +48,12 @@ struct ManifestTensor {
 };
 
 struct Manifest {
-  int version = 1;                              // 1: program graph; 2: .pte programs
-  ManifestProgram program;                      // version 1
+  int version = 1;                             // 1: program graph; 2: .pte programs
+  ManifestProgram program;                     // version 1
   std::vector<ManifestProgramEntry> programs;  // version 2
-  std::string shard_format;                 // "ptd" or "safetensors"
-  std::optional<uint64_t> max_shard_bytes;  // null when uncapped
-  std::string cap_mode;                     // "file" or "payload"
+  std::string shard_format;                    // "ptd" or "safetensors"
+  std::optional<uint64_t> max_shard_bytes;     // null when uncapped
+  std::string cap_mode;                        // "file" or "payload"
   std::vector<ManifestShard> shards;
   std::map<std::string, ManifestTensor> tensors;
   std::vector<std::string> state;  // every state key, with or without data

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <span>
 #include <string>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 namespace ptepack {
 

@@ -70,7 +70,7 @@ struct PackSummary {
   uint64_t dropped_keys = 0;
   uint64_t dropped_bytes = 0;
   std::vector<ShardSummary> shards;
-  uint64_t output_bytes = 0;  // total bytes written (or planned)
+  uint64_t output_bytes = 0;             // total bytes written (or planned)
   std::vector<ProgramSummary> programs;  // .pte inputs
   std::vector<std::string> notes;        // advice that is not an error
 };

@@ -43,7 +43,6 @@ struct ExternalizedSet {
 
 // Puts every byte back into the program: constants (EXTERNAL ones included)
 // into its constant segment, its data files' other keys into named_data.
-[[nodiscard]] pte::Rewrite inline_program(const ProgramSource& source,
-                                          const RangeDigests& digests);
+[[nodiscard]] pte::Rewrite inline_program(const ProgramSource& source, const RangeDigests& digests);
 
 }  // namespace ptepack
