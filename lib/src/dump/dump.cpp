@@ -165,19 +165,6 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
     } else {
       j["program"] = nullptr;
     }
-    ordered tensors = ordered::object();
-    for (const auto& r : rows) {
-      ordered t{{"dtype", dtype_name(r.data->dtype)},
-                {"shape", r.data->shape},
-                {"nbytes", r.data->bytes.size},
-                {"sha256", r.sha256},
-                {"mutable", r.is_mutable},
-                {"referenced", r.referenced}};
-      if (!r.shard.empty()) t["shard"] = r.shard;
-      if (!r.alias_of.empty()) t["alias_of"] = r.alias_of;
-      tensors[r.key] = t;
-    }
-    j["tensors"] = tensors;
     j["state"] = state;
     ordered shards = ordered::array();
     if (artifact.manifest) {
@@ -206,7 +193,34 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
                     {"aliases", artifact.aliases.size()},
                     {"unreferenced_keys", unreferenced_keys},
                     {"unreferenced_bytes", unreferenced_bytes}};
-    return json_text(j);
+    // "tensors" sorts last among the fields: stream it after the rest instead of
+    // building one DOM node per key (a DOM costs ~40x a safetensors header).
+    // Rows are in key order already, so the text equals json_text of the whole.
+    std::string text = json_text(j);
+    text.resize(text.size() - 3);  // "\n}\n"
+    text += rows.empty() ? ",\n  \"tensors\": {}" : ",\n  \"tensors\": {";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto& r = rows[i];
+      ordered t{{"dtype", dtype_name(r.data->dtype)},
+                {"shape", r.data->shape},
+                {"nbytes", r.data->bytes.size},
+                {"sha256", r.sha256},
+                {"mutable", r.is_mutable},
+                {"referenced", r.referenced}};
+      if (!r.shard.empty()) t["shard"] = r.shard;
+      if (!r.alias_of.empty()) t["alias_of"] = r.alias_of;
+      std::string entry = json_text(t);
+      entry.pop_back();
+      text += i == 0 ? "\n    " : ",\n    ";
+      text += json_text(ordered(r.key)).substr(0, json_text(ordered(r.key)).size() - 1);
+      text += ": ";
+      for (char c : entry) {
+        text += c;
+        if (c == '\n') text += "    ";
+      }
+    }
+    text += rows.empty() ? "\n}\n" : "\n  }\n}\n";
+    return text;
   }
 
   std::string out;
