@@ -127,25 +127,11 @@ SCHEMA = {
 MAX_DEPTH = 64
 
 
-class Malformed(Exception):
-    pass
+Malformed = ptd_reader.Malformed
 
 
-class FlatBuffer:
-    """Bounds-checked little-endian reads of flatbuffer tables, vectors and strings."""
-
-    def __init__(self, data):
-        self.data = data
-
-    def read(self, fmt, pos):
-        size = struct.calcsize(fmt)
-        if pos < 0 or pos + size > len(self.data):
-            raise Malformed(f"read of {size} bytes at offset {pos} is outside the flatbuffer")
-        return struct.unpack_from(fmt, self.data, pos)[0]
-
-    def deref(self, pos):
-        """Follows the uoffset stored at pos (relative to its own position)."""
-        return pos + self.read("<I", pos)
+class FlatBuffer(ptd_reader.Buffer):
+    """ptd_reader's bounds-checked reads, plus vtable slots and field presence."""
 
     def vtable(self, table):
         """(vtable position, vtable size in bytes, table size) of the table at `table`."""

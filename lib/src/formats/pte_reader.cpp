@@ -236,19 +236,17 @@ Program read(const InputFilePtr& file) {
   };
   uint64_t inline_alignment = kMaxAlignment;
   bool any_inline = false;
-  for (uint32_t k = 0; k < count(root.backend_delegate_data()); ++k) {
-    const auto* data = root.backend_delegate_data()->Get(k)->data();
-    if (count(data) == 0) continue;
+  auto inline_data = [&](const fb::Vector<uint8_t>* data) {
+    if (count(data) == 0) return;
     any_inline = true;
     inline_alignment =
         aligned_at(static_cast<uint64_t>(data->Data() - out.flatbuffer.data()), inline_alignment);
+  };
+  for (uint32_t k = 0; k < count(root.backend_delegate_data()); ++k) {
+    inline_data(root.backend_delegate_data()->Get(k)->data());
   }
   for (uint32_t k = 0; k < count(root.constant_buffer()); ++k) {
-    const auto* data = root.constant_buffer()->Get(k)->storage();
-    if (count(data) == 0) continue;
-    any_inline = true;
-    inline_alignment =
-        aligned_at(static_cast<uint64_t>(data->Data() - out.flatbuffer.data()), inline_alignment);
+    inline_data(root.constant_buffer()->Get(k)->storage());
   }
   out.inline_alignment = any_inline ? inline_alignment : 16;
   uint64_t tensor_alignment = kMaxAlignment;
