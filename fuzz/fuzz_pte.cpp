@@ -24,17 +24,19 @@
 namespace {
 
 namespace pte = ptepack::pte;
+using pte::Storage;
+using pte::TensorEdit;
 using ptepack::ByteRange;
 using ptepack::range_within;
 using ptepack::fuzz::invariant_failed;
-using pte::Storage;
-using pte::TensorEdit;
 
 std::vector<uint8_t> bytes_of(const ByteRange& range) {
   return range.file->read_range(range.offset, range.size);
 }
 
-bool stored_inside(Storage s) { return s == Storage::constant_segment || s == Storage::constant_buffer; }
+bool stored_inside(Storage s) {
+  return s == Storage::constant_segment || s == Storage::constant_buffer;
+}
 
 bool power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
@@ -46,7 +48,8 @@ void check_stored(const pte::Program& p, const pte::TensorInfo& t) {
   if (!expected || *expected != t.nbytes || t.bytes.size != t.nbytes) {
     invariant_failed("pte: stored tensor size disagrees with its dtype and shape");
   }
-  const uint64_t limit = t.storage == Storage::constant_buffer ? p.header.program_size : p.file->size();
+  const uint64_t limit =
+      t.storage == Storage::constant_buffer ? p.header.program_size : p.file->size();
   if (!range_within(t.bytes.offset, t.bytes.size, limit)) {
     invariant_failed(std::string("pte: ") + std::string(pte::storage_name(t.storage)) +
                      " tensor range outside its region");
@@ -74,7 +77,8 @@ void check_read(const pte::Program& p) {
     if (used[k].first < used[k - 1].second) invariant_failed("pte: accepted overlapping segments");
   }
   for (const pte::TensorInfo& t : p.tensors) {
-    if (t.plan >= p.plans.size() || t.table == nullptr) invariant_failed("pte: tensor without plan");
+    if (t.plan >= p.plans.size() || t.table == nullptr)
+      invariant_failed("pte: tensor without plan");
     if (stored_inside(t.storage) || t.storage == Storage::mutable_state) check_stored(p, t);
     if (t.storage == Storage::external && t.fqn.empty()) {
       invariant_failed("pte: EXTERNAL tensor without a name");
@@ -88,8 +92,7 @@ void check_read(const pte::Program& p) {
   }
   for (const pte::Delegate& d : p.delegates) {
     if (d.plan >= p.plans.size()) invariant_failed("pte: delegate without plan");
-    if (!d.inline_data &&
-        (d.index >= p.segments.size() || d.size != p.segments[d.index].size)) {
+    if (!d.inline_data && (d.index >= p.segments.size() || d.size != p.segments[d.index].size)) {
       invariant_failed("pte: delegate segment disagrees with the segment table");
     }
   }
@@ -187,7 +190,8 @@ class LayoutFile {
 // range of an input that exists. (The file may end in padding: a zero-length constant placed
 // after the last one sits at an aligned offset the segment's size includes.)
 void check_layout(const pte::Layout& layout) {
-  if (layout.head.size() > layout.file_size) invariant_failed("pte rewrite: head past the file end");
+  if (layout.head.size() > layout.file_size)
+    invariant_failed("pte rewrite: head past the file end");
   uint64_t end = layout.head.size();
   for (const auto& [at, range] : layout.pieces) {
     if (at < end || range.size == 0 || !range_within(at, range.size, layout.file_size)) {
@@ -227,7 +231,8 @@ void check_rewrite(const pte::Program& p, const pte::Rewrite& rw, LayoutFile& ou
       }
       return;
     }
-    if (message.find("2 GiB") != std::string::npos || message.find("overflows") != std::string::npos) {
+    if (message.find("2 GiB") != std::string::npos ||
+        message.find("overflows") != std::string::npos) {
       return;  // limits of the format, not of the program
     }
     invariant_failed(what + ": rewrite rejects an accepted program: " + message);
@@ -254,8 +259,8 @@ void check_rewrite(const pte::Program& p, const pte::Rewrite& rw, LayoutFile& ou
   }
   const auto* cs = again.root()->constant_segment();
   const auto* cb = again.root()->constant_buffer();
-  if (cs == nullptr || cs->offsets() == nullptr || cs->offsets()->size() != rw.constants.size() + 1 ||
-      (cb != nullptr && cb->size() != 0)) {
+  if (cs == nullptr || cs->offsets() == nullptr ||
+      cs->offsets()->size() != rw.constants.size() + 1 || (cb != nullptr && cb->size() != 0)) {
     invariant_failed(what + ": rewritten program lacks its constant segment");
   }
   for (size_t d = 0; d < p.delegates.size(); ++d) {

@@ -55,6 +55,12 @@ Inputs load_inputs(const PackOptions& options) {
   for (const auto& a : in.artifacts) {
     for (const auto& p : a.pte_programs) {
       std::string display = a.kind == ArtifactKind::programs ? (a.root / p.file).string() : a.name;
+      if (p.file == "manifest.json" || p.file.ends_with(".ptd") || !is_plain_file_name(p.file)) {
+        fail(ErrorCode::usage,
+             "{}: a program keeps its file name in the output directory, and {} is reserved "
+             "there (manifest.json, .ptd shards); rename the file",
+             display, quote(p.file));
+      }
       if (!names.insert(p.file).second) {
         fail(ErrorCode::usage, "{}: two inputs are programs named {}; each keeps its file name",
              display, quote(p.file));
