@@ -77,8 +77,9 @@ void check_read(const pte::Program& p) {
     if (used[k].first < used[k - 1].second) invariant_failed("pte: accepted overlapping segments");
   }
   for (const pte::TensorInfo& t : p.tensors) {
-    if (t.plan >= p.plans.size() || t.table == nullptr)
+    if (t.plan >= p.plans.size() || t.table == nullptr) {
       invariant_failed("pte: tensor without plan");
+    }
     if (stored_inside(t.storage) || t.storage == Storage::mutable_state) check_stored(p, t);
     if (t.storage == Storage::external && t.fqn.empty()) {
       invariant_failed("pte: EXTERNAL tensor without a name");
@@ -190,8 +191,9 @@ class LayoutFile {
 // range of an input that exists. (The file may end in padding: a zero-length constant placed
 // after the last one sits at an aligned offset the segment's size includes.)
 void check_layout(const pte::Layout& layout) {
-  if (layout.head.size() > layout.file_size)
+  if (layout.head.size() > layout.file_size) {
     invariant_failed("pte rewrite: head past the file end");
+  }
   uint64_t end = layout.head.size();
   for (const auto& [at, range] : layout.pieces) {
     if (at < end || range.size == 0 || !range_within(at, range.size, layout.file_size)) {
