@@ -91,15 +91,18 @@ const char* field_name(const fb::TypeTable* type, size_t i) {
 struct Finder {
   std::vector<std::string>& out;
   size_t limit;
+  std::string* misaligned = nullptr;  // set: look for misaligned 8-byte vectors instead
 
   void note(std::string text) {
     if (out.size() < limit) out.push_back(std::move(text));
   }
 
   void table(const fb::Table* t, const fb::TypeTable* type, const std::string& path) {
-    if (t == nullptr || out.size() >= limit) return;
+    if (t == nullptr) return;
+    if (misaligned != nullptr ? !misaligned->empty() : out.size() >= limit) return;
     const uint8_t* vtable = t->GetVTable();
-    const size_t slots = (fb::ReadScalar<fb::voffset_t>(vtable) - 4u) / 2u;
+    const fb::voffset_t vsize = fb::ReadScalar<fb::voffset_t>(vtable);
+    const size_t slots = vsize < 4 ? 0 : (vsize - 4u) / 2u;  // the verifier allows 0 and 2
     for (size_t s = type->num_elems; s < slots; ++s) {
       if (fb::ReadScalar<fb::voffset_t>(vtable + slot_offset(s)) != 0) {
         note(fmt::format("{}: field slot {} is beyond ptepack's schema", path, s));
@@ -114,6 +117,16 @@ struct Finder {
       const fb::TypeTable* ref = ref_of(type, code);
       const std::string where = path + "." + field_name(type, i);
       if (code.is_repeating) {
+        if (misaligned != nullptr && scalar_size(base) == 8 && base != fb::ET_SEQUENCE &&
+            base != fb::ET_STRING) {
+          const auto* v = t->GetPointer<const fb::VectorOfAny*>(field);
+          // (An empty vector has no values to misread; builders do not align it.)
+          if (v != nullptr && v->size() > 0 && reinterpret_cast<uintptr_t>(v->Data()) % 8 != 0 &&
+              misaligned->empty()) {
+            *misaligned = where;
+          }
+          continue;
+        }
         if (base == fb::ET_SEQUENCE && ref != nullptr && ref->st == fb::ST_TABLE) {
           const auto* v = t->GetPointer<const fb::Vector<fb::Offset<fb::Table>>*>(field);
           for (fb::uoffset_t k = 0; v != nullptr && k < v->size(); ++k) {
@@ -157,6 +170,14 @@ bool force_aligned(const fb::TypeTable* type) {
 void find_unknown(const fb::Table* root, const fb::TypeTable* type, std::vector<std::string>& out,
                   size_t limit) {
   Finder{out, limit}.table(root, type, "Program");
+}
+
+std::string find_misaligned(const fb::Table* root, const fb::TypeTable* type) {
+  std::vector<std::string> unused;
+  std::string found;
+  Finder finder{unused, 0, &found};
+  finder.table(root, type, "Program");
+  return found;
 }
 
 void set_scalar(std::vector<Field>& fields, uint16_t slot, uint8_t size, uint64_t bits) {
@@ -233,6 +254,8 @@ fb::uoffset_t Copier::vector(const fb::Table* t, const fb::TypeTable* type, size
 }
 
 fb::uoffset_t Copier::copy(const fb::Table* t, const fb::TypeTable* type) {
+  const auto id = std::make_pair(static_cast<const void*>(t), static_cast<const void*>(type));
+  if (auto it = copies_.find(id); it != copies_.end()) return it->second;
   std::vector<Field> fields;
   for (size_t i = 0; i < type->num_elems; ++i) {
     const auto field = slot_offset(i);
@@ -261,7 +284,9 @@ fb::uoffset_t Copier::copy(const fb::Table* t, const fb::TypeTable* type) {
     }
   }
   if (edit_) edit_(t, type, fields);
-  return table(std::move(fields));
+  const auto out = table(std::move(fields));
+  copies_.emplace(id, out);
+  return out;
 }
 
 fb::uoffset_t Copier::table(std::vector<Field> fields) {

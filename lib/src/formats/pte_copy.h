@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,12 @@ namespace ptepack::pte::detail {
 // and enum values the schema does not define. At most `limit` entries.
 void find_unknown(const flatbuffers::Table* root, const flatbuffers::TypeTable* type,
                   std::vector<std::string>& out, size_t limit = 8);
+
+// The first non-empty vector of 8-byte scalars whose data is not 8-byte aligned (the
+// FlatBuffers 2.0 verifier checks 4; reading such a vector is undefined
+// behaviour), as a field path; empty when there is none.
+[[nodiscard]] std::string find_misaligned(const flatbuffers::Table* root,
+                                          const flatbuffers::TypeTable* type);
 
 // One field of a table being built: raw little-endian scalar bits or an offset
 // to an object already built.
@@ -61,6 +68,9 @@ class Copier {
                                 size_t index);
 
   flatbuffers::FlatBufferBuilder& builder_;
+  // A table referenced from several places is copied once and shared again,
+  // so output size follows input size (a DAG cannot blow up into a tree).
+  std::map<std::pair<const void*, const void*>, flatbuffers::uoffset_t> copies_;
   Edit edit_;
   Skip skip_;
   uint64_t inline_alignment_;

@@ -57,9 +57,9 @@ Header read_header(const InputFile& file) {
     }
     h.segment_data_size = load_u64(&raw[32]);
   }
-  if (h.program_size < 8 + h.length || h.program_size > file.size()) {
+  if (h.program_size < 8 + uint64_t{h.length} || h.program_size > file.size()) {
     fail_input("{}: eh00 program_size {} is outside the file ({} bytes, header ends at {})", name,
-               h.program_size, file.size(), 8 + h.length);
+               h.program_size, file.size(), 8 + uint64_t{h.length});
   }
   if (h.segment_base != 0) {
     auto end = checked_add(h.segment_base, h.segment_data_size);
@@ -108,7 +108,14 @@ void read_segments(const std::string& name, const et::Program& root, Program& ou
   uint64_t alignment = kMaxAlignment * 16;
   for (uint32_t s = 0; s < count(root.segments()); ++s) {
     const auto* seg = root.segments()->Get(s);
-    Segment segment{h.segment_base + seg->offset(), seg->size()};
+    // Even an empty segment's offset must lie in the file: the loader checks
+    // offset + size against the file size for every segment it loads.
+    auto start = checked_add(h.segment_base, seg->offset());
+    if (!start || *start > out.file->size()) {
+      fail_input("{}: segments[{}] (offset {}, size {}) starts past the end of the file", name, s,
+                 seg->offset(), seg->size());
+    }
+    Segment segment{*start, seg->size()};
     if (seg->size() > 0) {
       if (h.segment_base == 0) {
         fail_input("{}: segments[{}] holds {} bytes but the file has no segment base (eh00)", name,
@@ -176,6 +183,11 @@ Program read(const InputFilePtr& file) {
                out.flatbuffer.size());
   }
   const et::Program& root = *out.root();
+  const auto misaligned =
+      detail::find_misaligned(reinterpret_cast<const fb::Table*>(&root), et::ProgramTypeTable());
+  if (!misaligned.empty()) {
+    fail_input("{}: {}: 8-byte values not 8-byte aligned", name, misaligned);
+  }
   detail::find_unknown(reinterpret_cast<const fb::Table*>(&root), et::ProgramTypeTable(),
                        out.not_rewritable);
   if (root.execution_plan() == nullptr || root.execution_plan()->size() == 0) {

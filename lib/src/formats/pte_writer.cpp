@@ -87,7 +87,8 @@ SegmentPlan plan_segments(const Program& in, const Rewrite& rw, uint64_t alignme
     plan.segments.push_back(std::move(out));
   }
   std::vector<std::pair<ByteRange, uint32_t>> named;
-  for (const auto& [key, range] : rw.named_data) {
+  for (const auto& entry : rw.named_data) {
+    const ByteRange& range = entry.second;
     auto it = std::find_if(named.begin(), named.end(),
                            [&](const auto& e) { return same_range(e.first, range); });
     if (it != named.end()) {
@@ -102,14 +103,12 @@ SegmentPlan plan_segments(const Program& in, const Rewrite& rw, uint64_t alignme
     if (range.size > 0) out.pieces.emplace_back(0, range);
     plan.segments.push_back(std::move(out));
   }
+  // Empty segments sit at offset 0 (as ExecuTorch writes {0, 0}): the loader
+  // checks offset + size against the file even for an empty one.
   uint64_t end = 0;
   for (OutSegment& s : plan.segments) {
-    s.offset = aligned(end, alignment);
+    s.offset = s.size == 0 ? 0 : aligned(end, alignment);
     if (s.size > 0) end = s.offset + s.size;
-  }
-  // Empty segments keep offset 0 when nothing follows, as ExecuTorch writes them.
-  if (end == 0) {
-    for (OutSegment& s : plan.segments) s.offset = 0;
   }
   plan.data_size = end;
   return plan;
@@ -117,8 +116,7 @@ SegmentPlan plan_segments(const Program& in, const Rewrite& rw, uint64_t alignme
 
 class Editor {
  public:
-  Editor(const Program& in, const Rewrite& rw, const SegmentPlan& plan)
-      : in_(in), rw_(rw), plan_(plan) {
+  Editor(const Program& in, const Rewrite& rw, const SegmentPlan& plan) : rw_(rw), plan_(plan) {
     for (size_t i = 0; i < in.tensors.size(); ++i) {
       const auto* t = in.tensors[i].table;
       by_tensor_.emplace(t, i);
@@ -232,7 +230,6 @@ class Editor {
     detail::set_scalar(fields, kLocation, 1, 1);
   }
 
-  const Program& in_;
   const Rewrite& rw_;
   const SegmentPlan& plan_;
   std::map<const void*, size_t> by_tensor_;
