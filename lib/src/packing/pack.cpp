@@ -141,7 +141,9 @@ PackSummary pack(const PackOptions& options) {
     auto spec = parse_input_spec(text);
     auto artifact = load_artifact(spec.path, spec.data);
     if (!artifact.pte_programs.empty()) {
-      fail(ErrorCode::usage, "{}: .pte programs cannot be packed together with program graphs",
+      fail(ErrorCode::usage,
+           "{}: .pte programs cannot be packed together with program graphs (a directory of "
+           "programs comes first, or its manifest.json was rewritten by hand)",
            artifact.name);
     }
     if (!artifact.program) {

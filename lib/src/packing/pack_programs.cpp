@@ -133,10 +133,14 @@ bool holds_programs(const fs::path& path) {
   if (fs::is_directory(status) || path.filename() == "manifest.json") {
     auto manifest = directory_paths(path).manifest;
     if (!fs::is_regular_file(manifest, ec)) return false;
+    // The top-level version line as manifest_to_json writes it (nested fields
+    // are indented further and keys cannot hold a raw newline). A manifest in
+    // any other form reads as version 1 here and is refused by that front end.
     auto file = InputFile::open(manifest);
-    auto head = file->read_range(0, std::min<uint64_t>(file->size(), 4096));
-    std::string_view text(reinterpret_cast<const char*>(head.data()), head.size());
-    return text.find("\"programs\"") != std::string_view::npos;
+    auto bytes = file->read_range(0, std::min<uint64_t>(file->size(), Limits::max_header_bytes));
+    std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return text.find(fmt::format("\n  \"version\": {},", kManifestProgramsVersion)) !=
+           std::string_view::npos;
   }
   if (!fs::is_regular_file(status)) return false;
   auto file = InputFile::open(path);
