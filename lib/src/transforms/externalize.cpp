@@ -92,6 +92,7 @@ std::vector<std::pair<std::string, TensorData>> named_entries(const ProgramSourc
   for (const auto& t : program.tensors) {
     if (t.storage == Storage::external) used.insert(t.fqn);
   }
+
   for (const auto& [key, d] : *s.data) {
     if (!used.count(key)) out.emplace_back(key, d);
   }
@@ -162,8 +163,11 @@ ExternalizedSet externalize(const std::vector<ProgramSource>& sources,
         cands.push_back({p, i, t.fqn, d, digests.of(d.bytes), false});
       }
     }
+    // A key both in the program's named data and in a data file is listed once;
+    // its two sources must agree (as for any key given twice).
+    std::set<std::string> listed;
     for (auto& [key, d] : named_entries(s)) {
-      result.named_keys.push_back(key);
+      if (listed.insert(key).second) result.named_keys.push_back(key);
       auto digest = digests.of(d.bytes);
       cands.push_back({p, npos, key, std::move(d), digest, false});
     }
@@ -253,7 +257,16 @@ pte::Rewrite inline_program(const ProgramSource& source, const RangeDigests& dig
       edit = {TensorEdit::Kind::constant, {}, buffer_of(external_data(source, t).bytes)};
     }
   }
-  for (auto& [key, d] : named_entries(source)) rw.named_data.emplace_back(key, d.bytes);
+  std::map<std::string, Digest> listed;
+  for (auto& [key, d] : named_entries(source)) {
+    auto [it, fresh] = listed.emplace(key, digests.of(d.bytes));
+    if (fresh) {
+      rw.named_data.emplace_back(key, d.bytes);
+    } else if (it->second != digests.of(d.bytes)) {
+      fail(ErrorCode::conflict, "{}: named data {} differs between the program and its data file",
+           source.name, quote(key));
+    }
+  }
   return rw;
 }
 
