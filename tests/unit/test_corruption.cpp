@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <random>
 #include <string>
 #include <vector>
+#include "test_support.h"
 
 #include "ptepack/base/error.h"
 #include "ptepack/dump/dump.h"
@@ -27,32 +29,9 @@ using ptepack::ErrorCode;
 
 namespace {
 
-// tmpfs when there is one: pack fsyncs every output, and the flip sweep packs hundreds.
-fs::path scratch_root() {
-  std::error_code error;
-  if (fs::is_directory("/dev/shm", error) && ::access("/dev/shm", W_OK) == 0) return "/dev/shm";
-  return fs::temp_directory_path();
-}
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    static int counter = 0;
-    path_ = scratch_root() /
-            ("ptepack-corruption-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+// tmpfs when there is one: the sweeps below write thousands of files.
+struct ScratchDir : ptepack::test::ScratchDir {
+  ScratchDir() : ptepack::test::ScratchDir("corruption") {}
 };
 
 std::string read_bytes(const fs::path& path) {

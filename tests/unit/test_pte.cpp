@@ -31,29 +31,9 @@ using ptepack::ErrorCode;
 
 namespace {
 
-// On tmpfs when there is one: the truncation and flip sweeps write thousands of files.
-class ScratchDir {
- public:
-  ScratchDir() {
-    static int counter = 0;
-    std::error_code error;
-    const fs::path root = fs::is_directory("/dev/shm", error) && ::access("/dev/shm", W_OK) == 0
-                              ? fs::path("/dev/shm")
-                              : fs::temp_directory_path();
-    path_ = root / ("ptepack-pte-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  [[nodiscard]] fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
+// tmpfs when there is one: the sweeps below write thousands of files.
+struct ScratchDir : ptepack::test::ScratchDir {
+  ScratchDir() : ptepack::test::ScratchDir("pte") {}
 };
 
 std::string fixture(const std::string& name) {
