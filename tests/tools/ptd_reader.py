@@ -19,9 +19,13 @@ SCALAR_TYPES = {
     17: "QUINT2X4", 22: "BITS16", 23: "FLOAT8E5M2", 24: "FLOAT8E4M3FN", 25: "FLOAT8E5M2FNUZ",
     26: "FLOAT8E4M3FNUZ", 27: "UINT16", 28: "UINT32", 29: "UINT64",
 }
+# FORMATS.md section 2: element sizes (packed sub-byte types count 1).
 ELEMENT_SIZES = {
-    "BYTE": 1, "CHAR": 1, "SHORT": 2, "INT": 4, "LONG": 8, "HALF": 2, "FLOAT": 4, "DOUBLE": 8,
-    "BOOL": 1, "BFLOAT16": 2, "UINT16": 2, "UINT32": 4, "UINT64": 8,
+    "BYTE": 1, "CHAR": 1, "BOOL": 1, "QINT8": 1, "QUINT8": 1, "QUINT4X2": 1, "QUINT2X4": 1,
+    "FLOAT8E5M2": 1, "FLOAT8E4M3FN": 1, "FLOAT8E5M2FNUZ": 1, "FLOAT8E4M3FNUZ": 1,
+    "SHORT": 2, "HALF": 2, "BFLOAT16": 2, "BITS16": 2, "UINT16": 2,
+    "INT": 4, "FLOAT": 4, "QINT32": 4, "UINT32": 4,
+    "LONG": 8, "DOUBLE": 8, "UINT64": 8,
 }
 
 

@@ -30,24 +30,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ptd_reader  # noqa: E402  (FlatTensor .ptd shards)
 
-# FORMATS.md section 2: ScalarType ids and element sizes (packed sub-byte types count 1).
-SCALAR_TYPES = {
-    0: "BYTE", 1: "CHAR", 2: "SHORT", 3: "INT", 4: "LONG", 5: "HALF", 6: "FLOAT", 7: "DOUBLE",
-    11: "BOOL", 12: "QINT8", 13: "QUINT8", 14: "QINT32", 15: "BFLOAT16", 16: "QUINT4X2",
-    17: "QUINT2X4", 22: "BITS16", 23: "FLOAT8E5M2", 24: "FLOAT8E4M3FN", 25: "FLOAT8E5M2FNUZ",
-    26: "FLOAT8E4M3FNUZ", 27: "UINT16", 28: "UINT32", 29: "UINT64",
-}
-ELEMENT_SIZES = {
-    "BYTE": 1, "CHAR": 1, "BOOL": 1, "QINT8": 1, "QUINT8": 1, "QUINT4X2": 1, "QUINT2X4": 1,
-    "FLOAT8E5M2": 1, "FLOAT8E4M3FN": 1, "FLOAT8E5M2FNUZ": 1, "FLOAT8E4M3FNUZ": 1,
-    "SHORT": 2, "HALF": 2, "BFLOAT16": 2, "BITS16": 2, "UINT16": 2,
-    "INT": 4, "FLOAT": 4, "QINT32": 4, "UINT32": 4,
-    "LONG": 8, "DOUBLE": 8, "UINT64": 8,
-}
-# ptd_reader's size table predates the quantised/float8 types; extend it (from here only) so
-# its layout-vs-segment check accepts every type of the table above.
-for _name, _size in ELEMENT_SIZES.items():
-    ptd_reader.ELEMENT_SIZES.setdefault(_name, _size)
+# FORMATS.md section 2: ScalarType ids and element sizes, shared with the .ptd reader.
+SCALAR_TYPES = ptd_reader.SCALAR_TYPES
+ELEMENT_SIZES = ptd_reader.ELEMENT_SIZES
 
 SEGMENT, EXTERNAL = 0, 1          # TensorDataLocation
 INLINE, DATA_SEGMENT = 0, 1       # DataLocation of BackendDelegateDataReference
