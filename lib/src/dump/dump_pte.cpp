@@ -22,9 +22,9 @@ std::string layout_text(const pte::TensorInfo& t) {
       "{} [{}]",
       t.known_type ? std::string(dtype_name(t.dtype)) : fmt::format("type{}", t.scalar_type),
       fmt::join(t.shape, ", "));
-  bool identity = true;
-  for (size_t d = 0; d < t.dim_order.size(); ++d) identity = identity && t.dim_order[d] == d;
-  if (!identity) text += fmt::format(" dim_order [{}]", fmt::join(t.dim_order, ", "));
+  if (!normalized_dim_order(t.dim_order).empty()) {
+    text += fmt::format(" dim_order [{}]", fmt::join(t.dim_order, ", "));
+  }
   return text;
 }
 

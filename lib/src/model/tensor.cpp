@@ -22,4 +22,11 @@ std::optional<uint64_t> byte_size(DType dtype, const Shape& shape) {
   return checked_mul(*n, element_size(dtype));
 }
 
+std::vector<uint8_t> normalized_dim_order(const std::vector<uint8_t>& order) {
+  for (size_t d = 0; d < order.size(); ++d) {
+    if (order[d] != d) return order;
+  }
+  return {};
+}
+
 }  // namespace ptepack

@@ -21,13 +21,6 @@ bool stored_inside(Storage s) {
   return s == Storage::constant_segment || s == Storage::constant_buffer;
 }
 
-std::vector<uint8_t> normalized_order(const std::vector<uint8_t>& order) {
-  for (size_t d = 0; d < order.size(); ++d) {
-    if (order[d] != d) return order;
-  }
-  return {};
-}
-
 // Bytes plus the layout a key carries: equal identities may share one key.
 using Identity = std::tuple<Digest, uint64_t, int, Shape, std::vector<uint8_t>, bool>;
 
@@ -41,7 +34,7 @@ TensorData tensor_data(const pte::TensorInfo& t) {
   d.dtype = t.dtype;
   d.shape = t.shape;
   d.bytes = t.bytes;
-  d.dim_order = normalized_order(t.dim_order);
+  d.dim_order = normalized_dim_order(t.dim_order);
   return d;
 }
 
@@ -59,7 +52,7 @@ const TensorData& external_data(const ProgramSource& s, const pte::TensorInfo& t
   }
   const TensorData& d = it->second;
   if (d.opaque || d.dtype != t.dtype || d.shape != t.shape ||
-      d.dim_order != normalized_order(t.dim_order)) {
+      d.dim_order != normalized_dim_order(t.dim_order)) {
     fail_input(
         "{}: EXTERNAL tensor {}: the data file's layout {} [{}] differs from the tensor's {} [{}]",
         where(s, t), quote(t.fqn), d.opaque ? "none" : dtype_name(d.dtype),

@@ -103,9 +103,7 @@ void check_program_data(const pte::Program& program, const std::string& context,
     const std::string at = fmt::format("method {} value {}", quote(program.plans[t.plan]), t.value);
     if (t.storage == pte::Storage::external) {
       const TensorData* d = lookup(t.fqn, at + ": EXTERNAL tensor");
-      bool identity = true;
-      for (size_t k = 0; k < t.dim_order.size(); ++k) identity = identity && t.dim_order[k] == k;
-      std::vector<uint8_t> order = identity ? std::vector<uint8_t>{} : t.dim_order;
+      const auto order = normalized_dim_order(t.dim_order);
       if (d != nullptr &&
           (d->opaque || d->dtype != t.dtype || d->shape != t.shape || d->dim_order != order)) {
         problems.push_back(

@@ -34,6 +34,9 @@ struct TensorData {
 // key -> tensor, ordered by key bytes (std::string compares bytewise).
 using TensorTable = std::map<std::string, TensorData>;
 
+// `order` as TensorData::dim_order holds it: empty when it is the identity.
+[[nodiscard]] std::vector<uint8_t> normalized_dim_order(const std::vector<uint8_t>& order);
+
 // Number of elements, or nullopt on a negative dim or overflow.
 [[nodiscard]] std::optional<uint64_t> element_count(const Shape& shape);
 // element_count * element_size, or nullopt on overflow.
