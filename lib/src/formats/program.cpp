@@ -11,6 +11,7 @@
 #include "ptepack/base/format_util.h"
 #include "ptepack/io/input_file.h"
 #include "ptepack/model/tensor.h"
+#include "program_json.h"
 
 namespace ptepack {
 namespace detail {
@@ -266,24 +267,8 @@ ProgramPtr read_program_json(std::string_view text, const std::string& context) 
   if (text.size() > Limits::max_program_bytes) {
     fail_input("{}: JSON program of {} bytes exceeds the limit", context, text.size());
   }
-  flatbuffers::IDLOptions options;
-  options.strict_json = false;
-  flatbuffers::Parser parser(options);
-  std::string schema(detail::kProgramSchemaText);
-  if (!parser.Parse(schema.c_str())) {
-    fail(ErrorCode::internal, "built-in program schema does not parse: {}", parser.error_);
-  }
-  // The parser needs a NUL-terminated buffer and must not see embedded NULs.
-  std::string json(text);
-  if (json.find('\0') != std::string::npos)
-    fail_input("{}: JSON program contains a NUL byte", context);
-  if (!parser.Parse(json.c_str())) {
-    std::string message = parser.error_;
-    std::replace(message.begin(), message.end(), '\n', ' ');
-    fail_input("{}: invalid JSON program: {}", context, message);
-  }
-  std::span<const uint8_t> binary(parser.builder_.GetBufferPointer(), parser.builder_.GetSize());
-  return read_program_binary(binary, context);
+  auto binary = program_json_to_binary(text, context);
+  return read_program_binary({binary.data(), binary.size()}, context);
 }
 
 ProgramPtr read_program_file(const std::filesystem::path& path) {
@@ -294,11 +279,13 @@ ProgramPtr read_program_file(const std::filesystem::path& path) {
   auto bytes = file->read_range(0, file->size());
   if (looks_like_program_binary(bytes)) return read_program_binary(bytes, file->name());
   auto first = std::find_if(bytes.begin(), bytes.end(), [](uint8_t c) { return !std::isspace(c); });
-  if (first != bytes.end() && *first == '{') {
-    return read_program_json(
-        std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), file->name());
+  if (first == bytes.end() || *first != '{') {
+    fail_input("{}: neither a .ptg program (identifier NPTG) nor a JSON program", file->name());
   }
-  fail_input("{}: neither a .ptg program (identifier NPTG) nor a JSON program", file->name());
+  auto binary = program_json_to_binary(
+      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), file->name());
+  bytes = {};  // the text is not needed once the flatbuffer is built
+  return read_program_binary({binary.data(), binary.size()}, file->name());
 }
 
 std::string write_program_binary(const nb::ProgramT& program) {

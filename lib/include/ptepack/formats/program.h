@@ -20,8 +20,8 @@ using ProgramPtr = std::unique_ptr<nb::ProgramT>;
 // schema does not define. Errors: invalid_input "<context>: ...".
 [[nodiscard]] ProgramPtr read_program_binary(std::span<const uint8_t> bytes,
                                              const std::string& context);
-// The JSON form flatc prints and accepts (`flatc --json --strict-json`), parsed by
-// FlatBuffers' own parser against the built-in schema, then read as binary.
+// The JSON form flatc prints and accepts (`flatc --json`, strict or not), read in one
+// streaming pass into a flatbuffer against the built-in schema, then read as binary.
 [[nodiscard]] ProgramPtr read_program_json(std::string_view text, const std::string& context);
 // A .ptg or .json file, told apart by content (identifier or leading '{').
 [[nodiscard]] ProgramPtr read_program_file(const std::filesystem::path& path);
