@@ -1,4 +1,6 @@
 // `ptepack dump`: render what an artifact holds.
+#include <cstdio>
+
 #include "commands.h"
 #include "ptepack/dump/dump.h"
 
@@ -20,7 +22,10 @@ Action add_dump(CLI::App& app) {
                 "Also print every node of every method and subgraph");
   cmd->add_option("-j,--jobs", args->options.jobs, "Hashing threads (default: all cores)");
   return [args] {
-    print(dump_artifact(args->path, args->options));
+    dump_artifact(args->path, args->options, [](std::string_view chunk) {
+      std::fwrite(chunk.data(), 1, chunk.size(), stdout);
+    });
+    std::fflush(stdout);
     return 0;
   };
 }

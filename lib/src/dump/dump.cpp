@@ -1,6 +1,9 @@
 // Dump: collect methods, keys, state, shards and dedup figures, then render text or JSON.
 #include "ptepack/dump/dump.h"
 
+#include <algorithm>
+#include <tuple>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -22,14 +25,35 @@ namespace {
 
 using ordered = nlohmann::json;
 
+// One key of the artifact; names point into the artifact and its manifest (a row is a few
+// words, so a million keys cost tens of MB, not hundreds).
 struct KeyRow {
-  std::string key;
+  const std::string* key = nullptr;
   const TensorData* data = nullptr;
-  std::string sha256;
-  std::string shard;
-  std::string alias_of;
+  const std::string* manifest_sha256 = nullptr;  // else the digest computed at the same index
+  std::string_view shard;
+  std::string_view alias_of;
   bool is_mutable = false;
   bool referenced = true;
+};
+
+// Output in chunks: a dump is written as it is rendered, never held whole.
+class Sink {
+ public:
+  explicit Sink(const TextOut& out) : out_(out) {}
+  void add(std::string_view text) {
+    buffer_ += text;
+    if (buffer_.size() >= kChunk) flush();
+  }
+  void flush() {
+    if (!buffer_.empty()) out_(buffer_);
+    buffer_.clear();
+  }
+
+ private:
+  static constexpr size_t kChunk = 1 << 20;
+  const TextOut& out_;
+  std::string buffer_;
 };
 
 std::string shape_text(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
@@ -91,6 +115,14 @@ ordered method_json(const nb::MethodT& m, bool graph) {
 }  // namespace
 
 std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& options) {
+  std::string text;
+  dump_artifact(path, options, [&text](std::string_view chunk) { text += chunk; });
+  return text;
+}
+
+void dump_artifact(const std::filesystem::path& path, const DumpOptions& options,
+                   const TextOut& write) {
+  Sink out(write);
   auto artifact = load_artifact(path);
   ProgramKeys keys;
   if (artifact.program) keys = analyze_program_keys(*artifact.program);
@@ -99,9 +131,9 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
   std::vector<KeyRow> rows;
   std::vector<ByteRange> ranges;
   for (const auto& [key, data] : artifact.data) {
-    KeyRow row{key,
+    KeyRow row{&key,
                &data,
-               {},
+               nullptr,
                {},
                {},
                keys.mutated.count(key) > 0,
@@ -110,18 +142,22 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
       row.alias_of = it->second;
     if (artifact.manifest) {
       if (auto t = artifact.manifest->tensors.find(key); t != artifact.manifest->tensors.end()) {
-        row.sha256 = t->second.sha256;
+        row.manifest_sha256 = &t->second.sha256;
         row.shard = t->second.shard;
         row.is_mutable = row.is_mutable || t->second.is_mutable;
       }
     }
-    rows.push_back(std::move(row));
-    ranges.push_back(data.bytes);
+    rows.push_back(row);
+    if (!artifact.manifest) ranges.push_back(data.bytes);
   }
-  if (!artifact.manifest) {
-    auto digests = hash_ranges(ranges, options.jobs);
-    for (size_t i = 0; i < rows.size(); ++i) rows[i].sha256 = to_hex(digests[i]);
-  }
+  std::vector<Digest> digests;
+  if (!artifact.manifest) digests = hash_ranges(ranges, options.jobs);
+  ranges = {};
+  // A key the manifest does not list (a corrupt directory) has no digest to show.
+  auto sha256_of = [&](size_t i) {
+    if (rows[i].manifest_sha256 != nullptr) return *rows[i].manifest_sha256;
+    return i < digests.size() ? to_hex(digests[i]) : std::string();
+  };
   std::set<std::string> state;
   for (const auto& key : keys.mutated) state.insert(key);
 
@@ -138,12 +174,13 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
     for (const auto& s : artifact.manifest->shards) stored_bytes += s.payload_bytes;
   } else {
     // Stored once per distinct byte range (aliases share their owner's range).
-    std::set<std::tuple<const InputFile*, uint64_t, uint64_t>> seen;
-    for (const auto& r : rows) {
-      if (seen.emplace(r.data->bytes.file.get(), r.data->bytes.offset, r.data->bytes.size).second) {
-        stored_bytes += r.data->bytes.size;
-      }
-    }
+    std::vector<std::tuple<const InputFile*, uint64_t, uint64_t>> stored;
+    stored.reserve(rows.size());
+    for (const auto& r : rows)
+      stored.emplace_back(r.data->bytes.file.get(), r.data->bytes.offset, r.data->bytes.size);
+    std::sort(stored.begin(), stored.end());
+    stored.erase(std::unique(stored.begin(), stored.end()), stored.end());
+    for (const auto& range : stored) stored_bytes += std::get<2>(range);
   }
   uint64_t saved = referenced_bytes + unreferenced_bytes > stored_bytes
                        ? referenced_bytes + unreferenced_bytes - stored_bytes
@@ -196,37 +233,42 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
     // "tensors" sorts last among the fields: stream it after the rest instead of
     // building one DOM node per key (a DOM costs ~40x a safetensors header).
     // Rows are in key order already, so the text equals json_text of the whole.
-    std::string text = json_text(j);
-    text.resize(text.size() - 3);  // "\n}\n"
-    text += rows.empty() ? ",\n  \"tensors\": {}" : ",\n  \"tensors\": {";
+    std::string head = json_text(j);
+    head.resize(head.size() - 3);  // "\n}\n"
+    out.add(head);
+    out.add(rows.empty() ? ",\n  \"tensors\": {}" : ",\n  \"tensors\": {");
+    // Each entry as json_text would print it inside the document (fields in name order,
+    // indented two levels), formatted directly: a million keys, not a million DOMs.
+    auto string_json = [](std::string_view text) { return ordered(text).dump(); };
+    std::string entry;
     for (size_t i = 0; i < rows.size(); ++i) {
       const auto& r = rows[i];
-      ordered t{{"dtype", dtype_name(r.data->dtype)},
-                {"shape", r.data->shape},
-                {"nbytes", r.data->bytes.size},
-                {"sha256", r.sha256},
-                {"mutable", r.is_mutable},
-                {"referenced", r.referenced}};
-      if (!r.shard.empty()) t["shard"] = r.shard;
-      if (!r.alias_of.empty()) t["alias_of"] = r.alias_of;
-      std::string entry = json_text(t);
-      entry.pop_back();
-      text += i == 0 ? "\n    " : ",\n    ";
-      text += json_text(ordered(r.key)).substr(0, json_text(ordered(r.key)).size() - 1);
-      text += ": ";
-      for (char c : entry) {
-        text += c;
-        if (c == '\n') text += "    ";
+      entry = i == 0 ? "\n    " : ",\n    ";
+      entry += string_json(*r.key);
+      entry += ": {";
+      if (!r.alias_of.empty()) entry += "\n      \"alias_of\": " + string_json(r.alias_of) + ",";
+      entry += fmt::format(
+          "\n      \"dtype\": \"{}\",\n      \"mutable\": {},\n      \"nbytes\": {},"
+          "\n      \"referenced\": {},\n      \"sha256\": \"{}\",\n      \"shape\": ",
+          dtype_name(r.data->dtype), r.is_mutable, r.data->bytes.size, r.referenced,
+          sha256_of(i));
+      if (r.data->shape.empty()) {
+        entry += "[]";
+      } else {
+        entry += fmt::format("[\n        {}\n      ]", fmt::join(r.data->shape, ",\n        "));
       }
+      if (!r.shard.empty()) entry += ",\n      \"shard\": " + string_json(r.shard);
+      entry += "\n    }";
+      out.add(entry);
     }
-    text += rows.empty() ? "\n}\n" : "\n  }\n}\n";
-    return text;
+    out.add(rows.empty() ? "\n}\n" : "\n  }\n}\n");
+    out.flush();
+    return;
   }
 
-  std::string out;
-  auto line = [&out](const std::string& text) { out += text_line(text); };
+  auto line = [&out](const std::string& text) { out.add(text_line(text)); };
   line(fmt::format("{} ({})", artifact.name, artifact_kind_name(artifact.kind)));
-  out += programs.text;
+  out.add(programs.text);
   if (artifact.program) {
     line(fmt::format("\nmethods: {}", artifact.program->methods.size()));
     for (const auto& m : artifact.program->methods) {
@@ -255,13 +297,13 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
       }
       for (const auto& b : m->mutable_buffers)
         line(fmt::format("    buffer  {} <- {}", b->name, b->fqn));
-      if (options.graph) out += graph_text(*m->graph, 6);
+      if (options.graph) out.add(graph_text(*m->graph, 6));
     }
   }
   // Columns sized for a terminal: long keys are shortened in the middle, owners
   // of aliases and shard names are listed below (--json has everything whole).
   size_t width = 16;
-  for (const auto& r : rows) width = std::max(width, std::min<size_t>(r.key.size(), 44));
+  for (const auto& r : rows) width = std::max(width, std::min<size_t>(r.key->size(), 44));
   std::map<std::string, size_t> shard_number;
   if (artifact.manifest) {
     for (const auto& s : artifact.manifest->shards)
@@ -272,15 +314,18 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
     line(fmt::format("  {:<{}}  {:<8} {:<14} {:>11}  {:<12}  {}", "key", width, "dtype", "shape",
                      "bytes", "sha256", "flags"));
   }
-  for (const auto& r : rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
     std::vector<std::string> flags;
-    if (!r.shard.empty()) flags.push_back(fmt::format("shard {}", shard_number[r.shard]));
+    if (!r.shard.empty()) {
+      flags.push_back(fmt::format("shard {}", shard_number[std::string(r.shard)]));
+    }
     if (r.is_mutable) flags.emplace_back("state");
     if (!r.alias_of.empty()) flags.emplace_back("alias");
     if (!r.referenced) flags.emplace_back("unreferenced");
-    line(fmt::format("  {:<{}}  {:<8} {:<14} {:>11}  {:<12}  {}", shorten(r.key, width), width,
+    line(fmt::format("  {:<{}}  {:<8} {:<14} {:>11}  {:<12}  {}", shorten(*r.key, width), width,
                      dtype_name(r.data->dtype), shorten(shape_text(r.data->shape), 14),
-                     r.data->bytes.size, r.sha256.substr(0, 12), fmt::join(flags, ", ")));
+                     r.data->bytes.size, sha256_of(i).substr(0, 12), fmt::join(flags, ", ")));
   }
   if (!artifact.aliases.empty()) {
     line(fmt::format("\naliases: {} (bytes stored under the owner)", artifact.aliases.size()));
@@ -312,7 +357,7 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
     line(fmt::format("unreferenced: {} keys, {} (pack drops them)", unreferenced_keys,
                      human_bytes(unreferenced_bytes)));
   }
-  return out;
+  out.flush();
 }
 
 }  // namespace ptepack

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <string_view>
 
 namespace ptepack {
 
@@ -14,6 +16,12 @@ struct DumpOptions {
 
 // Opens any artifact (package, directory, manifest, program with its data,
 // .ptd, .safetensors, index) and renders it. Throws Error on unreadable input.
+// The text is handed to `write` in chunks as it is rendered (nothing is written when the
+// artifact cannot be read: every check runs before the first chunk).
+using TextOut = std::function<void(std::string_view)>;
+void dump_artifact(const std::filesystem::path& path, const DumpOptions& options,
+                   const TextOut& write);
+// The same, collected into one string.
 [[nodiscard]] std::string dump_artifact(const std::filesystem::path& path,
                                         const DumpOptions& options);
 
