@@ -14,6 +14,12 @@ ExecuTorch mode (--pte): one synthetic .pte program made by gen_pte.py (constant
 data); times `ptepack pack X.pte -o DIR` uncapped and with --max-shard-bytes next to cp and
 openssl over the same file, with a page-cache ballast refill before every timed write and a
 wait for an idle machine before every timed command.
+
+Metadata mode (--metadata): inputs whose cost is all metadata, for the memory bound (peak RSS
+at most 8x the metadata bytes plus the process's own baseline): a safetensors file holding
+--metadata-keys zero-byte tensors (dump --json, dump, verify) and a program JSON whose one
+IntListArg has --metadata-ints elements (verify, dump). Prints each peak RSS over the
+metadata bytes, after subtracting the baseline of `ptepack verify` on a tiny program.
 """
 import argparse
 import json
@@ -357,6 +363,64 @@ def scaling(args, ptepack, workdir, jobs, created):
             "tensors": tensors, "cases": results}
 
 
+def write_zero_byte_safetensors(path, keys):
+    header = {f"model.layers.{i // 1000}.block_{i % 1000}.weight":
+              {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]} for i in range(keys)}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as handle:
+        handle.write(len(text).to_bytes(8, "little") + text)
+    return len(text)
+
+
+def write_long_list_program(path, count):
+    """A valid one-method program whose one node carries an IntListArg of `count` ones."""
+    node = ('{"name": "sizes", "op_kind": "CALL_FUNCTION", "target": "aten::view", "inputs": '
+            '[{"name": "size", "arg": {"value_type": "IntListArg", "value": {"values": [' +
+            ",".join(["1"] * count) + ']}}}]}')
+    text = ('{"version": "1", "methods": [{"name": "m", "graph": {"nodes": [' + node +
+            '], "inputs": [], "outputs": []}}]}\n')
+    with open(path, "w", encoding="ascii") as handle:
+        handle.write(text)
+    return len(text)
+
+
+def metadata(args, ptepack, workdir, jobs, created):
+    directory = os.path.join(workdir, "metadata")
+    remove(directory)
+    created.append(("output", directory))
+    os.makedirs(directory)
+    zeros = os.path.join(directory, "zero_byte_tensors.safetensors")
+    program = os.path.join(directory, "long_list.json")
+    tiny = os.path.join(directory, "tiny.json")
+    header_bytes = write_zero_byte_safetensors(zeros, args.metadata_keys)
+    json_bytes = write_long_list_program(program, args.metadata_ints)
+    write_long_list_program(tiny, 1)
+    cases = [Case("baseline", [ptepack, "verify", tiny]),
+             Case("st_dump_json", [ptepack, "dump", "--json"] + jobs + [zeros]),
+             Case("st_dump", [ptepack, "dump"] + jobs + [zeros]),
+             Case("st_verify", [ptepack, "verify"] + jobs + [zeros]),
+             Case("json_verify", [ptepack, "verify", program]),
+             Case("json_dump", [ptepack, "dump", program])]
+    print(f"inputs: {args.metadata_keys} zero-byte tensors ({header_bytes / MIB:.1f} MiB "
+          f"header), a program JSON with {args.metadata_ints} list elements "
+          f"({json_bytes / MIB:.1f} MiB); {args.reps} repetitions")
+    run_cases(cases, args.reps, False, lambda case: None)
+    results = {case.name: case.summary(0) for case in cases}
+    print_table("medians over repetitions", results, 0)
+    baseline = results["baseline"]["median_peak_rss_mib"]
+    print(f"\npeak RSS over metadata bytes (baseline {baseline:.1f} MiB subtracted; bound 8x)")
+    for name, result in results.items():
+        if name == "baseline":
+            continue
+        size = header_bytes if name.startswith("st_") else json_bytes
+        ratio = (result["median_peak_rss_mib"] - baseline) * MIB / size
+        result["rss_over_metadata"] = ratio
+        print(f"  {name:<14}{ratio:6.2f}x")
+    return {"mode": "metadata", "header_bytes": header_bytes, "json_bytes": json_bytes,
+            "keys": args.metadata_keys, "ints": args.metadata_ints, "cases": results}
+
+
 def idle_of(args):
     return (args.idle_wait, args.idle_busy) if args.idle_wait > 0 else None
 
@@ -479,6 +543,12 @@ def parse_args(argv):
     parser.add_argument("--scaling-size", type=gen_model.parse_size,
                         default=gen_model.parse_size("32MiB"),
                         help="tensor bytes per method in --scaling (default 32MiB)")
+    parser.add_argument("--metadata", action="store_true",
+                        help="metadata-heavy inputs: peak RSS against metadata bytes")
+    parser.add_argument("--metadata-keys", type=int, default=1000000,
+                        help="zero-byte tensors in the metadata safetensors (default 1000000)")
+    parser.add_argument("--metadata-ints", type=int, default=3000000,
+                        help="elements of the metadata program's int list (default 3000000)")
     parser.add_argument("--pte", action="store_true",
                         help="time pack of one generated ExecuTorch .pte program instead")
     parser.add_argument("--pte-dup", type=float, default=0.2,
@@ -496,8 +566,9 @@ def parse_args(argv):
                         help="idle means under this fraction of all CPUs busy over 0.5 s "
                              "(default 0.15)")
     args = parser.parse_args(argv)
-    if args.scaling and args.pte:
-        parser.error("--scaling and --pte are separate runs")
+    if sum((args.scaling, args.pte, args.metadata)) > 1:
+        parser.error("--scaling, --pte and --metadata are separate runs")
+
     if args.size is None:
         args.size = gen_model.parse_size("1GiB" if args.pte else "512MiB")
     if args.idle_wait is None:
@@ -528,7 +599,8 @@ def main(argv=None):
     jobs = ["-j", str(args.jobs)] if args.jobs else []
     created = []  # (kind, path) made by this run, removed at exit even after a failure
     try:
-        mode = scaling if args.scaling else pte if args.pte else throughput
+        mode = (metadata if args.metadata else scaling if args.scaling else pte if args.pte
+                else throughput)
         result = mode(args, ptepack, workdir, jobs, created)
     finally:
         for kind, path in created:
