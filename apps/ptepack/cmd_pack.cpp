@@ -20,34 +20,52 @@ Action add_pack(CLI::App& app) {
     std::string shard_format = "ptd";
     bool json = false;
     bool quiet = false;
+    bool verbose = false;
   };
   auto args = std::make_shared<Args>();
   auto* cmd =
       app.add_subcommand("pack", "Merge program graphs and their weights into one artifact");
   cmd->add_option("inputs", args->options.inputs,
-                  "[METHOD=]PATH[@DATA[,DATA...]] (.json, .ptg, .ptn, directory)")
-      ->required();
+                  "[METHOD=]PATH[@DATA[,DATA...]] (.json, .ptg, .ptn, .pte, directory)")
+      ->required()
+      ->default_str("");
   cmd->add_option("-o,--output", args->options.output,
-                  "NAME.ptn for a package, anything else for a directory")
-      ->required();
+                  "NAME.ptn for a package, NAME.pte for one program, anything else for a "
+                  "directory (missing parents are created)")
+      ->required()
+      ->default_str("");
   cmd->add_option("-j,--jobs", args->options.jobs,
                   "Threads for hashing and writing (default: all cores)");
   cmd->add_option("--max-shard-bytes", args->max_shard_bytes,
-                  "Cap per shard: bytes, K/M/G or KiB/MiB/GiB");
+                  "Cap per shard, e.g. 256MiB, 1.5GB, '64 kb' (K/M/G/T: powers of 1000, "
+                  "KiB/MiB/GiB/TiB: powers of 1024; default: no cap)");
   cmd->add_option("--cap-mode", args->cap_mode, "What the cap bounds: file (whole file) or payload")
       ->check(CLI::IsMember({"file", "payload"}));
   cmd->add_option("--shard-format", args->shard_format, "Shard format: ptd or safetensors")
       ->check(CLI::IsMember({"ptd", "safetensors"}));
   cmd->add_option("--shard-prefix", args->options.shard_prefix,
-                  "Shard file name prefix (default weights)");
+                  "Shard file name prefix");
   cmd->add_option("--alignment", args->options.sharding.alignment,
                   ".ptd segment alignment (power of two >= 16)");
   cmd->add_flag("--dry-run", args->options.dry_run, "Print the plan and write nothing");
   cmd->add_flag("--json", args->json, "Print a machine-readable summary");
   cmd->add_flag("-q,--quiet", args->quiet, "No progress and no summary text");
+  cmd->add_flag("-v,--verbose", args->verbose,
+                "List every rename, state key and shard in the summary");
   cmd->add_flag("--force", args->options.force, "Replace an existing non-ptepack directory");
-  return [args] {
+  // Options that shape shards mean nothing for a single-file output: refuse them.
+  std::vector<std::pair<std::string, CLI::Option*>> directory_only;
+  for (const char* name : {"--alignment", "--shard-format", "--shard-prefix", "--cap-mode"})
+    directory_only.emplace_back(name, cmd->get_option(name));
+  return [args, directory_only] {
     auto& o = args->options;
+    bool single_file = is_package_path(o.output) || is_program_path(o.output);
+    for (const auto& [name, option] : directory_only) {
+      if (single_file && option->count() > 0) {
+        fail(ErrorCode::usage, "{} applies to directory outputs, not to a {}", name,
+             is_package_path(o.output) ? ".ptn package" : ".pte program");
+      }
+    }
     if (!args->max_shard_bytes.empty())
       o.sharding.max_shard_bytes = parse_size(args->max_shard_bytes);
     o.sharding.cap_mode = args->cap_mode == "payload" ? CapMode::payload : CapMode::file;
@@ -58,7 +76,7 @@ Action add_pack(CLI::App& app) {
     if (args->json) {
       print(render_pack_json(summary));
     } else if (!args->quiet) {
-      print(render_pack_text(summary));
+      print(render_pack_text(summary, args->verbose));
     }
     return 0;
   };

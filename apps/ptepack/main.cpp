@@ -1,11 +1,17 @@
 // ptepack CLI: parse, run one library call, map errors to exit codes in one place.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <new>
 #include <sstream>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "commands.h"
 #include "ptepack/base/error.h"
+#include "ptepack/formats/manifest.h"
 #include "ptepack/io/output_file.h"
 
 namespace {
@@ -18,21 +24,147 @@ int report(const std::string& message, int code) {
   return code;
 }
 
+std::string version_text() {
+  return fmt::format(
+      "ptepack {}\n"
+      "writes: manifest.json {} version {} (program graphs) and {} (.pte programs); "
+      ".ptd FlatTensor FT01 version 0; .ptg NPTG; .pte ExecuTorch ET12; .ptn stored ZIP",
+      PTEPACK_VERSION, ptepack::kManifestFormat, ptepack::kManifestVersion,
+      ptepack::kManifestProgramsVersion);
+}
+
+// Levenshtein distance, for did-you-mean hints.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The known name nearest to `word`, when it is near enough to be a typo.
+std::string nearest(std::string_view word, const std::vector<std::string>& names) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const auto& name : names) {
+    size_t distance = edit_distance(word, name);
+    bool prefix = name.size() > word.size() && name.compare(0, word.size(), word) == 0 &&
+                  word.size() >= 3;
+    if (prefix) distance = std::min<size_t>(distance, 1);
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = name;
+    }
+  }
+  return best;
+}
+
+const CLI::App* find_subcommand(const CLI::App& app, std::string_view name) {
+  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (sub->get_name() == name) return sub;
+  return nullptr;
+}
+
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    names.push_back(sub->get_name());
+  return names;
+}
+
+std::vector<std::string> long_options(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const auto* option : app.get_options()) {
+    for (const auto& name : option->get_lnames()) names.push_back("--" + name);
+  }
+  return names;
+}
+
+// A parse error, explained: an unknown command or option gets the nearest known one, and
+// the hint names the help that applies.
+std::string explain(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv) {
+  const CLI::App* sub = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view word = argv[i];
+    if (word.starts_with('-')) continue;
+    sub = find_subcommand(app, word);
+    if (sub == nullptr) {
+      auto guess = nearest(word, subcommand_names(app));
+      return fmt::format("unknown command '{}'{}\nrun 'ptepack --help' for the commands",
+                         word, guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess));
+    }
+    for (int k = i + 1; k < argc; ++k) {
+      std::string_view option = argv[k];
+      if (option == "--") break;
+      if (!option.starts_with("--")) continue;
+      auto name = std::string(option.substr(0, option.find('=')));
+      auto known = long_options(*sub);
+      if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+      auto guess = nearest(name, known);
+      return fmt::format("{}: unknown option '{}'{}\nrun 'ptepack {} --help' for its options",
+                         sub->get_name(), name,
+                         guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess),
+                         sub->get_name());
+    }
+    break;
+  }
+  if (sub != nullptr) {
+    return fmt::format("{}: {}\nrun 'ptepack {} --help' for its options", sub->get_name(),
+                       error.what(), sub->get_name());
+  }
+  return fmt::format("{}\nrun 'ptepack --help' for usage", error.what());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   ptepack::install_interrupt_cleanup();
-  CLI::App app{"ptepack: pack, inspect and verify multi-method model artifacts"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "ptepack 0.1.0");
+  CLI::App app{"ptepack: pack, inspect and verify multi-method model artifacts", "ptepack"};
+  app.require_subcommand(0, 1);
+  app.option_defaults()->always_capture_default();
+  app.set_version_flag("--version", version_text());
+  app.footer("Run 'ptepack COMMAND --help' for a command's options. Exit codes: 0 ok, 1 verify "
+             "found problems, 2 usage, 3 invalid input, 4 conflict, 5 I/O, 70 internal.");
   auto pack = ptepack::cli::add_pack(app);
   auto dump = ptepack::cli::add_dump(app);
   auto verify = ptepack::cli::add_verify(app);
+  std::string help_topic;
+  auto* help = app.add_subcommand("help", "Show the usage of ptepack or of one command");
+  help->add_option("command", help_topic, "pack, dump or verify");
+  if (argc <= 1) {
+    std::cout << app.help();
+    return static_cast<int>(ptepack::ErrorCode::usage);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
-    return report(std::string(e.what()) + "\nrun 'ptepack --help' for usage",
+    return report(explain(app, e, argc, argv), static_cast<int>(ptepack::ErrorCode::usage));
+  }
+  if (app.got_subcommand("help")) {
+    if (help_topic.empty()) {
+      std::cout << app.help();
+      return 0;
+    }
+    const auto* topic = find_subcommand(app, help_topic);
+    if (topic == nullptr || topic == help) {
+      auto guess = nearest(help_topic, subcommand_names(app));
+      return report(fmt::format("help: unknown command '{}'{}", help_topic,
+                                guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess)),
+                    static_cast<int>(ptepack::ErrorCode::usage));
+    }
+    std::cout << topic->help("ptepack");
+    return 0;
+  }
+  if (app.get_subcommands().empty()) {
+    return report("no command given\nrun 'ptepack --help' for usage",
                   static_cast<int>(ptepack::ErrorCode::usage));
   }
   try {

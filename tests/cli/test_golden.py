@@ -99,6 +99,16 @@ CASES = [
     ("error_cap_on_package", PACK + ["-o", "capped.ptn", "--max-shard-bytes", "1M"]),
     ("error_output_is_input", ["pack", "model.ptn", "-o", "model.ptn"]),
     ("error_dump_missing", ["dump", "nothing.ptn"]),
+    ("error_unknown_command", ["pak", "prefill.json"]),
+    ("error_unknown_option", PACK + ["-o", "capped", "--max-shard-byte", "1M"]),
+    ("error_unknown_option_equals", ["verify", "--jsn=1", "model.ptn"]),
+    ("error_option_for_directories", PACK + ["-o", "capped.PTN", "--alignment", "64"]),
+    ("error_output_stdout", PACK + ["-o", "-"]),
+    ("error_help_unknown", ["help", "dumpp"]),
+    ("usage_bare", []),
+    ("help_pack", ["help", "pack"]),
+    ("help_top", ["help"]),
+    ("version", ["--version"]),
 ]
 
 

@@ -10,7 +10,8 @@ import sys
 
 from cli_common import (Suite, Tensor, add_constant, load_json, meta, method, ptd_reader,
                         read_file, read_ptn, read_safetensors, read_shard, sha256_file,
-                        snapshot, synthetic_program, temp_leftovers, tensor, tree_differences)
+                        snapshot, synthetic_program, temp_leftovers, tensor, tree_differences,
+                        write_safetensors)
 
 suite = Suite()
 SUMMARY_FIELDS = {"output": str, "kind": str, "dry_run": bool, "methods": list, "renames": list,
@@ -85,7 +86,7 @@ def dry_run_writes_nothing_and_prints_the_plan(ctx):
     for out in ("x.ptn", "x"):
         target = os.path.join(directory, out)
         cap = [] if out.endswith(".ptn") else ["--max-shard-bytes", "3000"]
-        result = ctx.run_ok("pack", *fixtures(ctx), "-o", target, "--dry-run", *cap)
+        result = ctx.run_ok("pack", *fixtures(ctx), "-o", target, "--dry-run", "-v", *cap)
         ctx.equal(os.listdir(directory), [], f"{out}: --dry-run wrote files")
         for needle in ("prefill", "decode", "pos -> state/pos", "state/kv_cache", "4 aliases",
                        "tok_embeddings.weight -> prefill/tok_embeddings.weight"):
@@ -295,17 +296,80 @@ def zero_element_tensors_among_many_pack_and_read_back(ctx):
 
 @suite.test
 def size_suffixes_are_decimal_and_binary(ctx):
+    """Hugging Face's max_shard_size spellings: K/M/G/T powers of 1000, KiB.. of 1024, any case,
+    decimals and spaces."""
     directory = ctx.mkdir("sizes")
     for text, value in (("9000", 9000), ("9K", 9000), ("9KiB", 9216), ("1M", 10 ** 6),
-                        ("1MiB", 1 << 20), ("2G", 2 * 10 ** 9), ("2GiB", 2 << 30)):
+                        ("1MiB", 1 << 20), ("2G", 2 * 10 ** 9), ("2GiB", 2 << 30),
+                        ("1.5M", 1_500_000), ("1.5GiB", 3 << 29), ("10 K", 10_000),
+                        ("3 kb", 3000), ("5gb", 5 * 10 ** 9), ("2T", 2 * 10 ** 12),
+                        ("1TiB", 1 << 40)):
         out = os.path.join(directory, "o" + text)
         ctx.run_ok("pack", *fixtures(ctx), "-o", out, "--max-shard-bytes", text)
         ctx.equal(load_json(os.path.join(out, "manifest.json"))["max_shard_bytes"], value, text)
-    for text in ("12X", "K", "-5", "0", "1.5M", "99999999999999999999", "10 K"):
+    for text in ("12X", "K", "-5", "0", "1.5", "1.0001K", "99999999999999999999", "1..5M"):
         out = os.path.join(directory, "bad")
         result = ctx.run("pack", *fixtures(ctx), "-o", out, "--max-shard-bytes", text)
         ctx.code(result, 2, f"--max-shard-bytes {text!r}")
         ctx.check(not os.path.exists(out), f"{text!r}: output written")
+        ctx.check("KiB, MiB, GiB, TiB (powers of 1024)" in result.err,
+                  f"{text!r}: the error lists the accepted forms: {result.err!r}")
+
+
+@suite.test
+def summary_counts_long_lists_and_verbose_lists_them(ctx):
+    """Default summary: renames counted, state keys and shards listed up to 8; -v lists all."""
+    directory = ctx.mkdir("summary")
+    count = 40
+    names = [f"w{i:03d}" for i in range(count)]
+    program = os.path.join(directory, "m.json")
+    data = os.path.join(directory, "m.safetensors")
+    with open(program, "w", encoding="utf-8") as handle:
+        json.dump(synthetic_program("m", [(name, "F32", [64]) for name in names]), handle)
+    write_safetensors(data, {name: tensor("F32", [64], i) for i, name in enumerate(names)})
+    out = os.path.join(directory, "o")
+    args = ("pack", program + "@" + data, "-o", out, "--max-shard-bytes", "1KiB")
+    short = ctx.run_ok(*args).out
+    ctx.check(f"renamed keys: {count} (-v lists them)" in short, f"rename count: {short!r}")
+    ctx.check(" -> " not in short, f"renames listed by default: {short!r}")
+    ctx.check("... " in short and "more (-v lists all)" in short, f"shards not cut: {short!r}")
+    ctx.check(len(short.splitlines()) <= 24, f"{len(short.splitlines())} lines by default")
+    ctx.check("fill " in short, f"shard fill missing: {short!r}")
+    full = ctx.run_ok(*args, "-v").out
+    for name in names:
+        ctx.check(f"m: {name} -> m/{name}" in full, f"-v lacks the rename of {name}")
+    ctx.check(len(re.findall(r"^  #\d+ ", full, re.M)) == len(load_json(
+        os.path.join(out, "manifest.json"))["shards"]), "-v lists every shard")
+
+
+@suite.test
+def output_forms_parents_and_case(ctx):
+    """Missing parents of -o are made; .PTN is a package; shard options on one file are refused."""
+    directory = ctx.mkdir("forms")
+    nested = os.path.join(directory, "a", "b", "model.PTN")
+    reference = os.path.join(directory, "ref.ptn")
+    ctx.run_ok("pack", *fixtures(ctx), "-o", nested, "--quiet")
+    ctx.run_ok("pack", *fixtures(ctx), "-o", reference, "--quiet")
+    ctx.equal(read_file(nested), read_file(reference), "a .PTN output is the same package")
+    shard_dir = os.path.join(directory, "c", "d")
+    ctx.run_ok("pack", *fixtures(ctx), "-o", shard_dir, "--quiet")
+    ctx.check(os.path.isfile(os.path.join(shard_dir, "manifest.json")), "nested directory output")
+    blocker = os.path.join(directory, "file")
+    with open(blocker, "w", encoding="utf-8") as handle:
+        handle.write("x")
+    result = ctx.run("pack", *fixtures(ctx), "-o", os.path.join(blocker, "x.ptn"))
+    ctx.code(result, 5, "a parent that is a file")
+    ctx.check("is not a directory" in result.err, result.err)
+    for option in (["--alignment", "64"], ["--shard-format", "safetensors"],
+                   ["--shard-prefix", "w"], ["--cap-mode", "payload"]):
+        target = os.path.join(directory, "one.ptn")
+        result = ctx.run("pack", *fixtures(ctx), "-o", target, *option)
+        ctx.code(result, 2, f"{option[0]} with a .ptn output")
+        ctx.check(f"{option[0]} applies to directory outputs" in result.err, result.err)
+        ctx.check(not os.path.exists(target), f"{option[0]}: output written")
+    result = ctx.run("pack", *fixtures(ctx), "-o", "-")
+    ctx.code(result, 2, "-o -")
+    ctx.check("not standard output" in result.err, result.err)
 
 
 @suite.test

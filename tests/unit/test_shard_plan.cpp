@@ -6,6 +6,7 @@
 
 #include "ptepack/base/error.h"
 #include "ptepack/packing/shard_layout.h"
+#include "ptepack/packing/pack.h"
 #include "ptepack/packing/shard_plan.h"
 
 using namespace ptepack;
@@ -251,4 +252,36 @@ TEST_CASE("file mode planning stays fast with many small groups near the cap") {
       CHECK(plan.size() > 100);
     }
   }
+}
+
+TEST_CASE("sizes take Hugging Face's spellings: decimals, any case, spaces, T") {
+  using ptepack::parse_size;
+  CHECK(parse_size("4096") == 4096);
+  CHECK(parse_size("1.5GiB") == 1610612736ULL);
+  CHECK(parse_size("5GB") == 5'000'000'000ULL);
+  CHECK(parse_size("5gb") == 5'000'000'000ULL);
+  CHECK(parse_size("3 kb") == 3000);
+  CHECK(parse_size(" 64 KiB ") == 65536);
+  CHECK(parse_size("2T") == 2'000'000'000'000ULL);
+  CHECK(parse_size("1TiB") == 1ULL << 40);
+  CHECK(parse_size("0.5K") == 500);
+  CHECK(parse_size("12B") == 12);
+  auto message = [](const std::string& text) {
+    try {
+      (void)parse_size(text);
+    } catch (const ptepack::Error& e) {
+      CHECK(e.code() == ptepack::ErrorCode::usage);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK_THAT(message("12X"), Catch::StartsWith("invalid size '12X': unknown unit 'X'; expected") &&
+                                 Catch::Contains("KiB, MiB, GiB, TiB (powers of 1024)"));
+  CHECK_THAT(message("1.0001K"), Catch::Contains("not a whole number of bytes"));
+  CHECK_THAT(message("0.5"), Catch::Contains("not a whole number of bytes"));
+  CHECK_THAT(message("0"), Catch::Contains("must be positive"));
+  CHECK_THAT(message("GiB"), Catch::Contains("no number"));
+  CHECK_THAT(message("18446744073709551616"), Catch::Contains("too large"));
+  CHECK_THAT(message("17179869184GiB"), Catch::Contains("too large"));
+  CHECK_THAT(message("1.2.3K"), Catch::Contains("unknown unit '.3K'"));
 }

@@ -114,6 +114,14 @@ AtomicOutput::AtomicOutput(std::filesystem::path target, Kind kind)
     : target_(std::move(target)), kind_(kind) {
   if (target_.filename().empty()) target_ = target_.parent_path();
   if (target_.parent_path().empty()) target_ = std::filesystem::path(".") / target_;
+  // Missing parent directories are made, as save_pretrained makes them; they stay if the
+  // write then fails (they held nothing before).
+  std::error_code ec;
+  std::filesystem::create_directories(target_.parent_path(), ec);
+  if (ec) {
+    fail(ErrorCode::io, "{}: cannot create its parent directory: {}", target_.string(),
+         ec.message());
+  }
   remove_stale_temporaries(target_);
   temp_ = make_temp_name(target_);
   if (kind_ == Kind::file) {

@@ -3,7 +3,10 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cctype>
 #include <set>
+#include <string_view>
 
 #include "pack_internal.h"
 #include "ptepack/base/error.h"
@@ -24,6 +27,11 @@ fs::path canonical_or_self(const fs::path& p) {
 void check_options(const PackOptions& options) {
   const auto& s = options.sharding;
   if (options.output.empty()) fail(ErrorCode::usage, "no output given (-o OUTPUT)");
+  if (options.output == "-") {
+    fail(ErrorCode::usage,
+         "-o -: pack writes files, not standard output; name a .ptn file, a .pte file or a "
+         "directory");
+  }
   if (s.alignment < 16 || (s.alignment & (s.alignment - 1)) != 0) {
     fail(ErrorCode::usage, "--alignment {} must be a power of two >= 16", s.alignment);
   }
@@ -37,19 +45,30 @@ void check_options(const PackOptions& options) {
          "--shard-prefix {} must be letters, digits, '.', '_' or '-' (not starting with '.')",
          quote(prefix));
   }
-  if ((detail::is_package_path(options.output) || detail::is_program_path(options.output)) &&
+  if ((is_package_path(options.output) || is_program_path(options.output)) &&
       s.max_shard_bytes) {
     fail(ErrorCode::usage, "--max-shard-bytes applies to directory outputs, not to a {}",
-         detail::is_package_path(options.output) ? ".ptn package" : ".pte program");
+         is_package_path(options.output) ? ".ptn package" : ".pte program");
   }
 }
 
 }  // namespace
 
-namespace detail {
+namespace {
 
-bool is_package_path(const fs::path& output) { return output.extension() == ".ptn"; }
-bool is_program_path(const fs::path& output) { return output.extension() == ".pte"; }
+bool has_extension(const fs::path& path, std::string_view lower) {
+  auto extension = path.extension().string();
+  return std::equal(extension.begin(), extension.end(), lower.begin(), lower.end(),
+                    [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+}
+
+}  // namespace
+
+// Matched in any case: x.PTN is a package too.
+bool is_package_path(const fs::path& output) { return has_extension(output, ".ptn"); }
+bool is_program_path(const fs::path& output) { return has_extension(output, ".pte"); }
+
+namespace detail {
 
 void check_output_target(const PackOptions& options, const std::vector<fs::path>& input_paths) {
   // Output and inputs as absolute, normalised paths: equal, inside (an input
@@ -69,9 +88,17 @@ void check_output_target(const PackOptions& options, const std::vector<fs::path>
   std::error_code ec;
   auto status = fs::symlink_status(options.output, ec);
   if (!fs::exists(status)) {
-    auto parent = options.output.parent_path();
-    if (!parent.empty() && !fs::is_directory(parent)) {
-      fail(ErrorCode::io, "{}: parent directory does not exist", options.output.string());
+    // Missing parents are made when the output is written; one that is a file cannot be.
+    for (auto parent = options.output.parent_path(); !parent.empty() && parent != parent.root_path();
+         parent = parent.parent_path()) {
+      auto parent_status = fs::status(parent, ec);
+      if (fs::exists(parent_status)) {
+        if (!fs::is_directory(parent_status)) {
+          fail(ErrorCode::io, "{}: {} is not a directory", options.output.string(),
+               parent.string());
+        }
+        break;
+      }
     }
     return;
   }
@@ -130,7 +157,7 @@ PackSummary pack(const PackOptions& options) {
   check_options(options);
   if (options.inputs.empty()) fail(ErrorCode::usage, "no inputs given");
   if (detail::holds_programs(parse_input_spec(options.inputs.front()).path) ||
-      detail::is_program_path(options.output)) {
+      is_program_path(options.output)) {
     return detail::pack_programs(options);
   }
 
@@ -166,7 +193,7 @@ PackSummary pack(const PackOptions& options) {
   prepared.merged = merge_programs(std::move(merge_inputs));
   auto& merged = prepared.merged;
   summary.output = options.output.string();
-  summary.package = detail::is_package_path(options.output);
+  summary.package = is_package_path(options.output);
   summary.dry_run = options.dry_run;
   summary.sharding = options.sharding;
   summary.renames = merged.renames;

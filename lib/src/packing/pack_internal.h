@@ -48,8 +48,6 @@ void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<St
                   const PackOptions& options, AtomicOutput& output, Progress* progress,
                   PackSummary& summary, Manifest& manifest);
 
-[[nodiscard]] bool is_package_path(const std::filesystem::path& output);  // NAME.ptn
-[[nodiscard]] bool is_program_path(const std::filesystem::path& output);  // NAME.pte
 // True when PATH is a .pte program or a directory (or manifest) of programs.
 [[nodiscard]] bool holds_programs(const std::filesystem::path& path);
 // Every path an input artifact reads: itself, its data files, every file its

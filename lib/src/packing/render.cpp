@@ -11,10 +11,16 @@
 
 namespace ptepack {
 
-std::string render_pack_text(const PackSummary& s) {
+std::string render_pack_text(const PackSummary& s, bool verbose) {
+  // A few lines whatever the model's size: long lists (renames, state keys, shards) are
+  // counted, and listed only when short or with -v.
+  constexpr size_t kListed = 8;
   std::string out;
   auto line = [&out](const std::string& text) { out += text_line(text); };
-  const bool program_file = !s.programs.empty() && s.output.ends_with(".pte");
+  auto more = [&](size_t total) {
+    if (!verbose && total > kListed) line(fmt::format("  ... {} more (-v lists all)", total - kListed));
+  };
+  const bool program_file = !s.programs.empty() && is_program_path(s.output);
   line(fmt::format(
       "{} {} ({})", s.dry_run ? "plan for" : "packed", s.output,
       s.package      ? "ptn package"
@@ -31,10 +37,18 @@ std::string render_pack_text(const PackSummary& s) {
                                            : fmt::format("needs {}", fmt::join(p.shards, " "));
     line(fmt::format("  {:<28} {:>12} bytes  {}", p.file, p.size, needs));
   }
-  line(fmt::format("renamed keys: {}", s.renames.size()));
-  for (const auto& r : s.renames) line(fmt::format("  {}: {} -> {}", r.method, r.from, r.to));
+  line(fmt::format("renamed keys: {}{}", s.renames.size(),
+                   !verbose && !s.renames.empty() ? " (-v lists them)" : ""));
+  if (verbose) {
+    for (const auto& r : s.renames) line(fmt::format("  {}: {} -> {}", r.method, r.from, r.to));
+  }
   line(fmt::format("state keys: {}", s.state.size()));
-  for (const auto& k : s.state) line(fmt::format("  {}", k));
+  size_t listed = 0;
+  for (const auto& k : s.state) {
+    if (!verbose && listed++ == kListed) break;
+    line(fmt::format("  {}", k));
+  }
+  more(s.state.size());
   line(fmt::format("tensors: {} keys, {} stored, {} aliases", s.tensors, s.unique_tensors,
                    s.aliases.size()));
   line(fmt::format("bytes: {} referenced, {} stored, {} saved by dedup",
@@ -45,17 +59,19 @@ std::string render_pack_text(const PackSummary& s) {
                      human_bytes(s.dropped_bytes)));
   }
   if (!s.package && !program_file) {
-    std::string cap = s.sharding.max_shard_bytes
-                          ? fmt::format("{} ({} mode)", *s.sharding.max_shard_bytes,
-                                        cap_mode_name(s.sharding.cap_mode))
-                          : std::string("none");
-    line(fmt::format("shards: {}, cap {}", s.shards.size(), cap));
-    for (size_t i = 0; i < s.shards.size(); ++i) {
+    const auto& cap = s.sharding.max_shard_bytes;
+    line(fmt::format("shards: {}, cap {}", s.shards.size(),
+                     cap ? fmt::format("{} ({} mode)", *cap, cap_mode_name(s.sharding.cap_mode))
+                         : std::string("none")));
+    for (size_t i = 0; i < s.shards.size() && (verbose || i < kListed); ++i) {
       const auto& sh = s.shards[i];
-      line(fmt::format("  #{:<3} {:<40} {:>12} bytes  payload {:>12}  {} keys", i + 1,
+      uint64_t measured = s.sharding.cap_mode == CapMode::file ? sh.size : sh.payload_bytes;
+      line(fmt::format("  #{:<3} {:<40} {:>12} bytes  payload {:>12}  {} keys{}", i + 1,
                        sh.file.empty() ? std::string("(named from content when written)") : sh.file,
-                       sh.size, sh.payload_bytes, sh.keys.size()));
+                       sh.size, sh.payload_bytes, sh.keys.size(),
+                       cap ? "  fill " + percent(measured, *cap) : std::string()));
     }
+    more(s.shards.size());
   }
   line(s.dry_run ? fmt::format("would write: {} bytes{}", s.output_bytes,
                                s.package || program_file ? "" : " and manifest.json")

@@ -79,10 +79,14 @@ struct PackSummary {
 // an existing output is replaced atomically at the very end.
 [[nodiscard]] PackSummary pack(const PackOptions& options);
 
-[[nodiscard]] std::string render_pack_text(const PackSummary& summary);
+// The summary pack prints: a few lines; `verbose` lists every rename, state key and shard.
+[[nodiscard]] std::string render_pack_text(const PackSummary& summary, bool verbose = false);
 [[nodiscard]] std::string render_pack_json(const PackSummary& summary);
 
 // SIZE for --max-shard-bytes: bytes, or K/M/G (10^3..) and KiB/MiB/GiB (2^10..).
 [[nodiscard]] uint64_t parse_size(const std::string& text);
+// The single-file output forms, told by extension in any case (x.PTN is a package too).
+[[nodiscard]] bool is_package_path(const std::filesystem::path& output);  // NAME.ptn
+[[nodiscard]] bool is_program_path(const std::filesystem::path& output);  // NAME.pte
 
 }  // namespace ptepack
