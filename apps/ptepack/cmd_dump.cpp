@@ -1,28 +1,78 @@
 // `ptepack dump`: render what an artifact holds.
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 
 #include "commands.h"
 #include "ptepack/dump/dump.h"
 
 namespace ptepack::cli {
 
+namespace {
+
+// Columns of the terminal on stdout, or 0 (print whole) when stdout is not one.
+size_t terminal_width() {
+  if (::isatty(STDOUT_FILENO) == 0) return 0;
+  winsize size{};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  if (const char* columns = std::getenv("COLUMNS")) {
+    long value = std::strtol(columns, nullptr, 10);
+    if (value > 0) return static_cast<size_t>(value);
+  }
+  return 80;
+}
+
+}  // namespace
+
 Action add_dump(CLI::App& app) {
   struct Args {
     std::string path;
     DumpOptions options;
+    std::string sort = "key";
+    long width = -1;
   };
   auto args = std::make_shared<Args>();
   auto* cmd =
       app.add_subcommand("dump", "Show methods, keys, state, shards and dedup of an artifact");
   cmd->add_option("path", args->path,
-                  ".ptn, directory, manifest.json, .ptg, .json, .ptd or .safetensors")
-      ->required();
+                  ".ptn, directory, manifest.json, .ptg, .json, .pte, .ptd or .safetensors")
+      ->required()
+      ->default_str("");
   cmd->add_flag("--json", args->options.json, "Stable machine-readable output");
   cmd->add_flag("--graph", args->options.graph,
                 "Also print every node of every method and subgraph");
   cmd->add_option("-j,--jobs", args->options.jobs, "Hashing threads (default: all cores)");
+  cmd->add_option("--key", args->options.keys,
+                  "List only keys matching this shell glob (repeatable, e.g. 'decode/*')")
+      ->default_str("");
+  cmd->add_option("--method", args->options.method, "List only the keys this method uses")
+      ->default_str("");
+  cmd->add_option("--shard", args->options.shard, "List only the keys stored in this shard file")
+      ->default_str("");
+  cmd->add_option("--sort", args->sort, "Order of the tensor list: key, size or natural")
+      ->check(CLI::IsMember({"key", "size", "natural"}));
+  cmd->add_flag("--summary", args->options.summary,
+                "Counts and bytes per method, dtype and shard, and the largest tensors, instead "
+                "of the tensor list");
+  cmd->add_option("--top", args->options.top, "How many of the largest tensors --summary shows");
+  cmd->add_flag("--no-tensors", args->options.no_tensors, "Leave out the per-tensor list");
+  cmd->add_flag("--offsets", args->options.offsets, "Show each tensor's file and byte offset");
+  cmd->add_flag("--no-hash", args->options.no_hash,
+                "Do not hash tensors that have no recorded digest (sha256 shown as -)");
+  cmd->add_option("--width", args->width,
+                  "Text columns to fit (default: the terminal's; whole lines when not a "
+                  "terminal; 0: whole)")
+      ->default_str("");
   return [args] {
-    dump_artifact(args->path, args->options, [](std::string_view chunk) {
+    auto& o = args->options;
+    o.sort = args->sort == "size"      ? DumpSort::size
+             : args->sort == "natural" ? DumpSort::natural
+                                       : DumpSort::key;
+    o.width = args->width >= 0 ? static_cast<size_t>(args->width) : terminal_width();
+    o.progress = true;
+    dump_artifact(args->path, o, [](std::string_view chunk) {
       std::fwrite(chunk.data(), 1, chunk.size(), stdout);
     });
     std::fflush(stdout);

@@ -411,7 +411,10 @@ TEST_CASE("a flip that leaves a program string invalid UTF-8 is a clean input er
   bytes[at + 6] = static_cast<char>(0xff);
   write_bytes(work.path() / "model.ptg", bytes);
   try {
-    (void)ptepack::dump_artifact(work.path() / "model.ptg", ptepack::DumpOptions{true, true, 1});
+    ptepack::DumpOptions json_graph;
+    json_graph.json = json_graph.graph = true;
+    json_graph.jobs = 1;
+    (void)ptepack::dump_artifact(work.path() / "model.ptg", json_graph);
     FAIL("dump accepted a program with a non-UTF-8 key");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::invalid_input);

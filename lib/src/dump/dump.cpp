@@ -1,7 +1,11 @@
 // Dump: collect methods, keys, state, shards and dedup figures, then render text or JSON.
 #include "ptepack/dump/dump.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
+#include <array>
+#include <functional>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -17,6 +21,7 @@
 #include "ptepack/base/format_util.h"
 #include "ptepack/formats/artifact.h"
 #include "ptepack/hash/parallel_hash.h"
+#include "ptepack/io/progress.h"
 #include "ptepack/transforms/program_keys.h"
 #include "ptepack/transforms/validate.h"
 
@@ -65,10 +70,221 @@ const nb::TensorMetaT* find_meta(const nb::GraphT& graph, const std::string& nam
   return nullptr;
 }
 
-std::string shorten(const std::string& text, size_t width) {
-  if (text.size() <= width) return text;
-  size_t head = (width - 3) / 2;
-  return text.substr(0, head) + "..." + text.substr(text.size() - (width - 3 - head));
+// Hashing this many bytes draws progress on a terminal.
+constexpr uint64_t kProgressBytes = 256ULL << 20;
+
+std::string file_of(const KeyRow& r) {
+  return r.data->bytes.file ? r.data->bytes.file->name() : std::string();
+}
+
+// Characters on screen of UTF-8 text (continuation bytes take no column).
+size_t columns_of(std::string_view text) {
+  return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
+}
+
+// `natural` order: runs of digits compare as numbers (layers.2 before layers.10).
+bool natural_less(std::string_view a, std::string_view b) {
+  size_t i = 0;
+  size_t j = 0;
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  while (i < a.size() && j < b.size()) {
+    if (digit(a[i]) && digit(b[j])) {
+      size_t ei = i;
+      size_t ej = j;
+      while (ei < a.size() && digit(a[ei])) ++ei;
+      while (ej < b.size() && digit(b[ej])) ++ej;
+      auto x = a.substr(i, ei - i);
+      auto y = b.substr(j, ej - j);
+      while (x.size() > 1 && x[0] == '0') x.remove_prefix(1);
+      while (y.size() > 1 && y[0] == '0') y.remove_prefix(1);
+      if (x.size() != y.size()) return x.size() < y.size();
+      if (x != y) return x < y;
+      i = ei;
+      j = ej;
+    } else {
+      if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
+      ++i;
+      ++j;
+    }
+  }
+  if ((a.size() - i) != (b.size() - j)) return a.size() - i < b.size() - j;
+  return a < b;
+}
+
+// The rows --key, --method and --shard keep, in --sort order.
+std::vector<KeyRow> select_rows(std::vector<KeyRow> rows, const DumpOptions& o,
+                                const ProgramKeys& keys, bool has_program) {
+  std::string method_prefix = o.method + "/";
+  std::erase_if(rows, [&](const KeyRow& r) {
+    const std::string& key = *r.key;
+    if (!o.keys.empty() && std::none_of(o.keys.begin(), o.keys.end(), [&](const std::string& g) {
+          return ::fnmatch(g.c_str(), key.c_str(), 0) == 0;
+        })) {
+      return true;
+    }
+    if (!o.method.empty()) {
+      if (has_program) {
+        auto it = keys.keys.find(key);
+        if (it == keys.keys.end() || it->second.methods.count(o.method) == 0) return true;
+      } else if (!key.starts_with(method_prefix)) {
+        return true;
+      }
+    }
+    return !o.shard.empty() && r.shard != o.shard;
+  });
+  if (o.sort == DumpSort::size) {
+    std::stable_sort(rows.begin(), rows.end(), [](const KeyRow& a, const KeyRow& b) {
+      return a.data->bytes.size > b.data->bytes.size;
+    });
+  } else if (o.sort == DumpSort::natural) {
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const KeyRow& a, const KeyRow& b) { return natural_less(*a.key, *b.key); });
+  }
+  return rows;
+}
+
+struct Tally {
+  size_t keys = 0;
+  uint64_t bytes = 0;
+};
+
+struct Breakdown {
+  std::map<std::string, Tally> by_method;
+  std::map<std::string, Tally> by_dtype;
+  std::map<std::string, Tally> by_shard;
+  std::vector<const KeyRow*> largest;
+};
+
+// Counts and bytes of the shown rows per method, dtype and shard, and the `top` largest.
+Breakdown breakdown_of(const std::vector<KeyRow>& rows, const ProgramKeys& keys, size_t top) {
+  Breakdown b;
+  auto count = [](Tally& t, uint64_t bytes) {
+    ++t.keys;
+    t.bytes += bytes;
+  };
+  for (const auto& r : rows) {
+    uint64_t bytes = r.data->bytes.size;
+    count(b.by_dtype[std::string(dtype_name(r.data->dtype))], bytes);
+    if (auto it = keys.keys.find(*r.key); it != keys.keys.end()) {
+      for (const auto& m : it->second.methods) count(b.by_method[m], bytes);
+    }
+    if (!r.shard.empty()) count(b.by_shard[std::string(r.shard)], bytes);
+    b.largest.push_back(&r);
+  }
+  auto larger = [](const KeyRow* x, const KeyRow* y) {
+    if (x->data->bytes.size != y->data->bytes.size) return x->data->bytes.size > y->data->bytes.size;
+    return *x->key < *y->key;
+  };
+  size_t n = std::min(top, b.largest.size());
+  std::partial_sort(b.largest.begin(), b.largest.begin() + static_cast<ptrdiff_t>(n),
+                    b.largest.end(), larger);
+  b.largest.resize(n);
+  return b;
+}
+
+ordered breakdown_json(const std::vector<KeyRow>& rows, const ProgramKeys& keys, size_t top) {
+  auto b = breakdown_of(rows, keys, top);
+  auto tallies = [](const std::map<std::string, Tally>& map) {
+    ordered list = ordered::array();
+    for (const auto& [name, t] : map) list.push_back({{"name", name}, {"keys", t.keys}, {"bytes", t.bytes}});
+    return list;
+  };
+  ordered largest = ordered::array();
+  for (const auto* r : b.largest) {
+    largest.push_back({{"key", *r->key},
+                       {"dtype", dtype_name(r->data->dtype)},
+                       {"shape", r->data->shape},
+                       {"nbytes", r->data->bytes.size}});
+  }
+  return {{"tensors", rows.size()},
+          {"by_method", tallies(b.by_method)},
+          {"by_dtype", tallies(b.by_dtype)},
+          {"by_shard", tallies(b.by_shard)},
+          {"largest", largest}};
+}
+
+std::string breakdown_text(const std::vector<KeyRow>& rows, const ProgramKeys& keys, size_t top) {
+  auto b = breakdown_of(rows, keys, top);
+  std::string out = text_line(fmt::format("\nsummary of {} tensors", rows.size()));
+  auto section = [&out](std::string_view title, const std::map<std::string, Tally>& map) {
+    if (map.empty()) return;
+    size_t width = 8;
+    for (const auto& entry : map) width = std::max(width, columns_of(escaped(entry.first)));
+    out += text_line(fmt::format("  by {}:", title));
+    for (const auto& [name, t] : map) {
+      out += text_line(fmt::format("    {:<{}}  {:>8} keys  {:>12}", name, width, t.keys,
+                                   human_bytes(t.bytes)));
+    }
+  };
+  section("method", b.by_method);
+  section("dtype", b.by_dtype);
+  section("shard", b.by_shard);
+  if (!b.largest.empty()) out += text_line(fmt::format("  largest {}:", b.largest.size()));
+  for (const auto* r : b.largest) {
+    out += text_line(fmt::format("    {:>12}  {}  {} {}", human_bytes(r->data->bytes.size), *r->key,
+                                 dtype_name(r->data->dtype), shape_text(r->data->shape)));
+  }
+  return out;
+}
+
+// `text` in at most `width` columns: whole, or cut at the end with a marker.
+std::string fit(const std::string& text, size_t width) {
+  if (columns_of(text) <= width) return text;
+  std::string out;
+  size_t used = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    bool starts_char = (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80;
+    if (starts_char && ++used > width - 1) break;
+    out += text[i];
+  }
+  return out + "\u2026";  // "…"
+}
+
+// key, dtype, shape, bytes, sha256, offset, flags; already escaped.
+using Cells = std::array<std::string, 7>;
+
+// The tensor table, two passes over the rows (widths, then lines) so nothing is held per row.
+// Every cell is whole when `width` is 0 (stdout is not a terminal); otherwise the key and
+// shape columns shrink to fit and cut cells at their end with a marker.
+void render_table(Sink& out, size_t count, const std::function<Cells(size_t)>& cells_of,
+                  size_t width, bool offsets) {
+  const Cells header{"key", "dtype", "shape", "bytes", "sha256", "offset", "flags"};
+  std::array<size_t, 7> widths{};
+  for (size_t c = 0; c < 7; ++c) widths[c] = columns_of(header[c]);
+  for (size_t i = 0; i < count; ++i) {
+    auto cells = cells_of(i);
+    for (size_t c = 0; c < 6; ++c) widths[c] = std::max(widths[c], columns_of(cells[c]));
+  }
+  if (!offsets) widths[5] = 0;
+  if (width > 0) {
+    auto total = [&] {
+      size_t sum = 2;
+      for (size_t c = 0; c < 6; ++c) sum += widths[c] == 0 ? 0 : widths[c] + 2;
+      return sum + 12;  // room for short flags
+    };
+    for (size_t c : {size_t{0}, size_t{2}}) {
+      size_t floor = c == 0 ? 16 : 10;
+      while (total() > width && widths[c] > floor) --widths[c];
+    }
+  }
+  auto render = [&](const Cells& cells) {
+    std::string text = "  ";
+    for (size_t c = 0; c < 6; ++c) {
+      if (widths[c] == 0) continue;
+      auto cell = fit(cells[c], widths[c]);
+      size_t pad = widths[c] - columns_of(cell);
+      text += c == 3 ? std::string(pad, ' ') + cell : cell + std::string(pad, ' ');
+      text += "  ";
+    }
+    text += cells[6];
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    text += '\n';
+    out.add(text);
+  };
+  if (count > 0) render(header);
+  for (size_t i = 0; i < count; ++i) render(cells_of(i));
 }
 
 ordered method_json(const nb::MethodT& m, bool graph) {
@@ -129,7 +345,6 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
 
   // One row per key with data, plus referenced keys that have none (state buffers).
   std::vector<KeyRow> rows;
-  std::vector<ByteRange> ranges;
   for (const auto& [key, data] : artifact.data) {
     KeyRow row{&key,
                &data,
@@ -148,16 +363,7 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
       }
     }
     rows.push_back(row);
-    if (!artifact.manifest) ranges.push_back(data.bytes);
   }
-  std::vector<Digest> digests;
-  if (!artifact.manifest) digests = hash_ranges(ranges, options.jobs);
-  ranges = {};
-  // A key the manifest does not list (a corrupt directory) has no digest to show.
-  auto sha256_of = [&](size_t i) {
-    if (rows[i].manifest_sha256 != nullptr) return *rows[i].manifest_sha256;
-    return i < digests.size() ? to_hex(digests[i]) : std::string();
-  };
   std::set<std::string> state;
   for (const auto& key : keys.mutated) state.insert(key);
 
@@ -185,6 +391,49 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
   uint64_t saved = referenced_bytes + unreferenced_bytes > stored_bytes
                        ? referenced_bytes + unreferenced_bytes - stored_bytes
                        : 0;
+  if (!options.method.empty() && artifact.program) {
+    std::vector<std::string> names;
+    for (const auto& m : artifact.program->methods) names.push_back(m->name);
+    if (std::find(names.begin(), names.end(), options.method) == names.end()) {
+      fail(ErrorCode::usage, "{}: no method {} (methods: {})", artifact.name, quote(options.method),
+           fmt::join(names, ", "));
+    }
+  }
+  if (!options.shard.empty()) {
+    if (!artifact.manifest) {
+      fail(ErrorCode::usage, "{}: --shard needs a packed directory (one with manifest.json)",
+           artifact.name);
+    }
+    const auto& shards = artifact.manifest->shards;
+    if (std::none_of(shards.begin(), shards.end(),
+                     [&](const auto& shard) { return shard.file == options.shard; })) {
+      fail(ErrorCode::usage, "{}: no shard {}", artifact.name, quote(options.shard));
+    }
+  }
+  const size_t total_keys = rows.size();
+  rows = select_rows(std::move(rows), options, keys, artifact.program != nullptr);
+
+  // Digests of the rows shown (a manifest already lists them; --no-hash skips them).
+  std::vector<Digest> digests;
+  if (!artifact.manifest && !options.no_hash) {
+    std::vector<ByteRange> ranges;
+    ranges.reserve(rows.size());
+    uint64_t total = 0;
+    for (const auto& r : rows) {
+      ranges.push_back(r.data->bytes);
+      total += r.data->bytes.size;
+    }
+    Progress progress;
+    progress.set_hash_total(total);
+    progress.start(options.progress && total >= kProgressBytes);
+    digests = hash_ranges(ranges, options.jobs, &progress);
+    progress.stop();
+  }
+  // A key the manifest does not list (a corrupt directory), or --no-hash: no digest to show.
+  auto sha256_of = [&](size_t i) {
+    if (rows[i].manifest_sha256 != nullptr) return *rows[i].manifest_sha256;
+    return i < digests.size() ? to_hex(digests[i]) : std::string();
+  };
 
   ProgramDump programs;
   if (!artifact.pte_programs.empty()) programs = dump_programs(artifact, options);
@@ -223,7 +472,8 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
       j["cap_mode"] = m.cap_mode;
     }
     j["shards"] = shards;
-    j["summary"] = {{"keys", rows.size()},
+    if (options.summary) j["breakdown"] = breakdown_json(rows, keys, options.top);
+    j["summary"] = {{"keys", total_keys},
                     {"referenced_bytes", referenced_bytes},
                     {"stored_bytes", stored_bytes},
                     {"dedup_saved_bytes", saved},
@@ -234,6 +484,11 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
     // building one DOM node per key (a DOM costs ~40x a safetensors header).
     // Rows are in key order already, so the text equals json_text of the whole.
     std::string head = json_text(j);
+    if (options.no_tensors) {
+      out.add(head);
+      out.flush();
+      return;
+    }
     head.resize(head.size() - 3);  // "\n}\n"
     out.add(head);
     out.add(rows.empty() ? ",\n  \"tensors\": {}" : ",\n  \"tensors\": {");
@@ -247,11 +502,16 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
       entry += string_json(*r.key);
       entry += ": {";
       if (!r.alias_of.empty()) entry += "\n      \"alias_of\": " + string_json(r.alias_of) + ",";
-      entry += fmt::format(
-          "\n      \"dtype\": \"{}\",\n      \"mutable\": {},\n      \"nbytes\": {},"
-          "\n      \"referenced\": {},\n      \"sha256\": \"{}\",\n      \"shape\": ",
-          dtype_name(r.data->dtype), r.is_mutable, r.data->bytes.size, r.referenced,
-          sha256_of(i));
+      entry += fmt::format("\n      \"dtype\": \"{}\",", dtype_name(r.data->dtype));
+      if (options.offsets) {
+        entry += "\n      \"file\": " + string_json(file_of(r)) + ",";
+      }
+      entry += fmt::format("\n      \"mutable\": {},\n      \"nbytes\": {},", r.is_mutable,
+                           r.data->bytes.size);
+      if (options.offsets) entry += fmt::format("\n      \"offset\": {},", r.data->bytes.offset);
+      auto digest = sha256_of(i);
+      entry += fmt::format("\n      \"referenced\": {},\n      \"sha256\": {},\n      \"shape\": ",
+                           r.referenced, digest.empty() ? "null" : "\"" + digest + "\"");
       if (r.data->shape.empty()) {
         entry += "[]";
       } else {
@@ -300,32 +560,31 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
       if (options.graph) out.add(graph_text(*m->graph, 6));
     }
   }
-  // Columns sized for a terminal: long keys are shortened in the middle, owners
-  // of aliases and shard names are listed below (--json has everything whole).
-  size_t width = 16;
-  for (const auto& r : rows) width = std::max(width, std::min<size_t>(r.key->size(), 44));
-  std::map<std::string, size_t> shard_number;
+  std::map<std::string, size_t, std::less<>> shard_number;
   if (artifact.manifest) {
     for (const auto& s : artifact.manifest->shards)
       shard_number.emplace(s.file, shard_number.size() + 1);
   }
-  line(fmt::format("\ntensors: {}", rows.size()));
-  if (!rows.empty()) {
-    line(fmt::format("  {:<{}}  {:<8} {:<14} {:>11}  {:<12}  {}", "key", width, "dtype", "shape",
-                     "bytes", "sha256", "flags"));
-  }
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const auto& r = rows[i];
-    std::vector<std::string> flags;
-    if (!r.shard.empty()) {
-      flags.push_back(fmt::format("shard {}", shard_number[std::string(r.shard)]));
-    }
-    if (r.is_mutable) flags.emplace_back("state");
-    if (!r.alias_of.empty()) flags.emplace_back("alias");
-    if (!r.referenced) flags.emplace_back("unreferenced");
-    line(fmt::format("  {:<{}}  {:<8} {:<14} {:>11}  {:<12}  {}", shorten(*r.key, width), width,
-                     dtype_name(r.data->dtype), shorten(shape_text(r.data->shape), 14),
-                     r.data->bytes.size, sha256_of(i).substr(0, 12), fmt::join(flags, ", ")));
+  if (options.summary) out.add(breakdown_text(rows, keys, options.top));
+  if (!options.no_tensors && !options.summary) {
+    line(rows.size() == total_keys ? fmt::format("\ntensors: {}", rows.size())
+                                   : fmt::format("\ntensors: {} of {}", rows.size(), total_keys));
+    auto cells_of = [&](size_t i) {
+      const auto& r = rows[i];
+      std::vector<std::string> flags;
+      if (!r.shard.empty()) flags.push_back(fmt::format("shard {}", shard_number.find(r.shard)->second));
+      if (r.is_mutable) flags.emplace_back("state");
+      if (!r.alias_of.empty()) flags.emplace_back("alias");
+      if (!r.referenced) flags.emplace_back("unreferenced");
+      auto digest = sha256_of(i);
+      return Cells{escaped(*r.key), std::string(dtype_name(r.data->dtype)),
+                   shape_text(r.data->shape), std::to_string(r.data->bytes.size),
+                   digest.empty() ? "-" : digest.substr(0, 12),
+                   options.offsets ? fmt::format("{}:{}", escaped(file_of(r)), r.data->bytes.offset)
+                                   : std::string(),
+                   fmt::format("{}", fmt::join(flags, ", "))};
+    };
+    render_table(out, rows.size(), cells_of, options.width, options.offsets);
   }
   if (!artifact.aliases.empty()) {
     line(fmt::format("\naliases: {} (bytes stored under the owner)", artifact.aliases.size()));

@@ -5,13 +5,28 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ptepack {
+
+enum class DumpSort { key, size, natural };
 
 struct DumpOptions {
   bool json = false;
   bool graph = false;  // include every node of every method and subgraph
   unsigned jobs = 0;   // hashing threads (0: all cores)
+  // Which tensors are listed (totals always cover the whole artifact).
+  std::vector<std::string> keys;  // shell globs (fnmatch); any may match
+  std::string method;             // keys this method uses
+  std::string shard;              // keys stored in this shard file
+  DumpSort sort = DumpSort::key;
+  bool no_tensors = false;  // no per-tensor list
+  bool summary = false;     // counts and bytes per method, dtype and shard; the `top` largest
+  size_t top = 10;
+  bool offsets = false;  // each tensor's file and byte offset
+  bool no_hash = false;  // do not hash tensors that have no recorded digest
+  size_t width = 0;      // text columns to fit (0: print every cell whole)
+  bool progress = false; // draw hashing progress on a terminal
 };
 
 // Opens any artifact (package, directory, manifest, program with its data,
