@@ -12,6 +12,7 @@ using Action = std::function<int()>;
 Action add_pack(CLI::App& app);
 Action add_dump(CLI::App& app);
 Action add_verify(CLI::App& app);
+Action add_diff(CLI::App& app);
 
 // Prints to stdout and flushes.
 void print(const std::string& text);

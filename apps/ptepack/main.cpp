@@ -131,13 +131,14 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", version_text());
   app.footer("Run 'ptepack COMMAND --help' for a command's options. Exit codes: 0 ok, 1 verify "
-             "found problems, 2 usage, 3 invalid input, 4 conflict, 5 I/O, 70 internal.");
+             "found problems or diff found differences, 2 usage, 3 invalid input, 4 conflict, 5 I/O, 70 internal.");
   auto pack = ptepack::cli::add_pack(app);
   auto dump = ptepack::cli::add_dump(app);
   auto verify = ptepack::cli::add_verify(app);
+  auto diff = ptepack::cli::add_diff(app);
   std::string help_topic;
   auto* help = app.add_subcommand("help", "Show the usage of ptepack or of one command");
-  help->add_option("command", help_topic, "pack, dump or verify");
+  help->add_option("command", help_topic, "pack, dump, verify or diff");
   if (argc <= 1) {
     std::cout << app.help();
     return static_cast<int>(ptepack::ErrorCode::usage);
@@ -168,7 +169,10 @@ int main(int argc, char** argv) {
                   static_cast<int>(ptepack::ErrorCode::usage));
   }
   try {
-    int code = app.got_subcommand("pack") ? pack() : app.got_subcommand("dump") ? dump() : verify();
+    int code = app.got_subcommand("pack")   ? pack()
+               : app.got_subcommand("dump") ? dump()
+               : app.got_subcommand("diff") ? diff()
+                                            : verify();
     ptepack::wait_if_interrupted();
     return code;
   } catch (const ptepack::Error& e) {

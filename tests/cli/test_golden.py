@@ -86,6 +86,8 @@ CASES = [
     ("dump_narrow", ["dump", "model.ptn", "--width", "60", "--key", "*attention*"]),
     ("error_dump_unknown_method", ["dump", "model.ptn", "--method", "prefil"]),
     ("error_dump_shard_without_manifest", ["dump", "model.ptn", "--shard", "x.ptd"]),
+    ("diff_ptn_dir", ["diff", "model.ptn", "model"]),
+    ("diff_dir_formats_json", ["diff", "model", "model_st", "--json"]),
     ("dump_program_json", ["dump", "prefill.json"]),
     ("dump_program_json_json", ["dump", "prefill.json", "--json"]),
     ("dump_ptd", ["dump", "shard.ptd"], copy_first("model/weights-*.ptd", "shard.ptd")),
