@@ -145,7 +145,7 @@ def control_bytes_in_names_are_escaped_in_text_output(ctx):
     text += b" " * ((8 - len(text) % 8) % 8)
     open(os.path.join(d, "p.safetensors"), "wb").write(struct.pack("<Q", len(text)) + text +
                                                         raw[8 + n:])
-    for argv in (["pack", path, "-o", os.path.join(d, "o.ptn")], ["dump", path]):
+    for argv in (["pack", path, "-o", os.path.join(d, "o.ptn"), "-v"], ["dump", path]):
         r = ctx.run_ok(*argv)
         ctx.check("\nptepack: error: fake" not in r.out,
                   f"{argv[0]}: a key forged a line: {r.out!r}")

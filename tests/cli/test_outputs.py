@@ -15,7 +15,7 @@ from cli_common import (Suite, Tensor, add_constant, load_json, meta, method, pt
 
 suite = Suite()
 SUMMARY_FIELDS = {"output": str, "kind": str, "dry_run": bool, "methods": list, "renames": list,
-                  "state": list, "aliases": dict, "tensors": int, "unique_tensors": int,
+                  "state": list, "aliases": dict, "tensor_count": int, "stored_tensor_count": int,
                   "referenced_bytes": int, "stored_bytes": int, "dedup_saved_bytes": int,
                   "dropped_keys": int, "dropped_bytes": int, "output_bytes": int}
 DIRECTORY_FIELDS = {"shard_format": str, "cap_mode": str, "shards": list}
@@ -98,7 +98,7 @@ def dry_run_writes_nothing_and_prints_the_plan(ctx):
         real = ctx.run_ok("pack", *fixtures(ctx), "-o", target, "--json", *cap).json()
         ctx.equal((dry["dry_run"], real["dry_run"]), (True, False), "dry_run flags")
         # The plan predicts the real run; shard names are only known once written.
-        for field in ("methods", "renames", "state", "aliases", "tensors", "unique_tensors",
+        for field in ("methods", "renames", "state", "aliases", "tensor_count", "stored_tensor_count",
                       "stored_bytes", "dropped_keys"):
             ctx.equal(dry.get(field), real.get(field), f"{out}: dry-run {field}")
         # A plan cannot count manifest.json: its text holds the shards' digests.
@@ -122,10 +122,10 @@ def json_summary_fields_match_the_files(ctx):
             ctx.check(isinstance(summary.get(field), kind), f"{out}: field {field} missing/type")
         ctx.equal([m["name"] for m in summary["methods"]], ["prefill", "decode"], "methods")
         ctx.equal(summary["state"], ["state/kv_cache", "state/pos"], "state")
-        ctx.equal((summary["tensors"], summary["unique_tensors"]), (11, 7), "tensor counts")
+        ctx.equal((summary["tensor_count"], summary["stored_tensor_count"]), (11, 7), "tensor counts")
         ctx.equal(summary["dedup_saved_bytes"],
                   summary["referenced_bytes"] - summary["stored_bytes"], "dedup arithmetic")
-        ctx.equal(len(summary["aliases"]), summary["tensors"] - summary["unique_tensors"],
+        ctx.equal(len(summary["aliases"]), summary["tensor_count"] - summary["stored_tensor_count"],
                   "aliases vs counts")
         files = snapshot(target)
         if out.endswith(".ptn"):

@@ -287,19 +287,43 @@ void render_table(Sink& out, size_t count, const std::function<Cells(size_t)>& c
   for (size_t i = 0; i < count; ++i) render(cells_of(i));
 }
 
+// dtype and shape as separate fields; a dynamic dimension is {"min", "max"} (max null when
+// unbounded).
+void add_meta(ordered& j, const nb::TensorMetaT* meta) {
+  if (meta == nullptr) {
+    j["dtype"] = nullptr;
+    j["shape"] = nullptr;
+    return;
+  }
+  j["dtype"] = dtype_name(static_cast<DType>(meta->dtype));
+  ordered shape = ordered::array();
+  for (const auto& dim : meta->sizes) {
+    if (dim->min == dim->max) {
+      shape.push_back(dim->min);
+    } else {
+      shape.push_back({{"min", dim->min}, {"max", dim->max < 0 ? ordered(nullptr) : ordered(dim->max)}});
+    }
+  }
+  j["shape"] = shape;
+}
+
 ordered method_json(const nb::MethodT& m, bool graph) {
   ordered j;
   j["name"] = m.name;
   ordered inputs = ordered::array();
   for (const auto& name : m.graph->inputs) {
     const auto* meta = find_meta(*m.graph, name);
-    inputs.push_back({{"name", name}, {"meta", meta ? describe_meta(*meta) : std::string()}});
+    ordered input{{"name", name}};
+    add_meta(input, meta);
+    inputs.push_back(input);
   }
   j["inputs"] = inputs;
   ordered outputs = ordered::array();
   for (const auto& name : m.graph->outputs) {
     const auto* meta = find_meta(*m.graph, name);
-    outputs.push_back({{"name", name}, {"meta", meta ? describe_meta(*meta) : std::string()}});
+    ordered output{{"name", name}};
+    add_meta(output, meta);
+    outputs.push_back(output);
   }
   j["outputs"] = outputs;
   ordered specs = ordered::array();
@@ -310,12 +334,13 @@ ordered method_json(const nb::MethodT& m, bool graph) {
   j["output_specs"] = specs;
   ordered constants = ordered::array();
   for (const auto& c : m.constants) {
-    constants.push_back({{"name", c->name},
-                         {"key", c->data_key},
-                         {"kind", nb::EnumNameInputKind(c->kind)},
-                         {"mutated", c->mutated},
-                         {"meta", describe_meta(*c->meta)},
-                         {"quantized", c->meta->quant != nullptr}});
+    ordered constant{{"name", c->name},
+                     {"key", c->data_key},
+                     {"kind", nb::EnumNameInputKind(c->kind)},
+                     {"mutated", c->mutated},
+                     {"quantized", c->meta->quant != nullptr}};
+    add_meta(constant, c->meta.get());
+    constants.push_back(constant);
   }
   j["constants"] = constants;
   ordered buffers = ordered::array();
@@ -440,6 +465,8 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
 
   if (options.json) {
     ordered j;
+    j["format"] = kDumpFormat;
+    j["version"] = kDumpVersion;
     j["artifact"] = artifact.name;
     j["kind"] = artifact_kind_name(artifact.kind);
     if (!artifact.pte_programs.empty()) j["programs"] = programs.json;
@@ -459,7 +486,7 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
         ordered sj{{"file", s.file},
                    {"size", s.size},
                    {"payload_bytes", s.payload_bytes},
-                   {"keys", s.keys.size()}};
+                   {"key_count", s.keys.size()}};
         sj["fill"] =
             m.max_shard_bytes
                 ? ordered(static_cast<double>(m.cap_mode == "file" ? s.size : s.payload_bytes) /
@@ -473,7 +500,7 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
     }
     j["shards"] = shards;
     if (options.summary) j["breakdown"] = breakdown_json(rows, keys, options.top);
-    j["summary"] = {{"keys", total_keys},
+    j["summary"] = {{"key_count", total_keys},
                     {"referenced_bytes", referenced_bytes},
                     {"stored_bytes", stored_bytes},
                     {"dedup_saved_bytes", saved},

@@ -203,7 +203,7 @@ ProgramDump dump_programs(const Artifact& artifact, const DumpOptions& options) 
       }
       tensors.push_back({{"method", p.plans[t->plan]},
                          {"value", t->value},
-                         {"dtype", t->known_type ? std::string(dtype_name(t->dtype)) : ""},
+                         {"dtype", t->known_type ? ordered(dtype_name(t->dtype)) : ordered(nullptr)},
                          {"shape", t->shape},
                          {"dim_order", t->dim_order},
                          {"nbytes", t->nbytes},
@@ -213,7 +213,7 @@ ProgramDump dump_programs(const Artifact& artifact, const DumpOptions& options) 
       line(fmt::format("    {} value {:<5} {:<28} {:>10}  {:<12}  {}", p.plans[t->plan], t->value,
                        layout_text(*t), t->nbytes, sha.substr(0, 12), where_text(*t)));
     }
-    pj["tensors"] = tensors;
+    pj["stored_tensors"] = tensors;
     ordered named = ordered::array();
     std::map<uint32_t, std::vector<std::string>> by_segment;
     for (const auto& nd : p.named_data) by_segment[nd.segment].push_back(nd.key);

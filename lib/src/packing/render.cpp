@@ -7,6 +7,7 @@
 
 #include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
+#include "ptepack/formats/artifact.h"
 #include "ptepack/packing/pack.h"
 
 namespace ptepack {
@@ -83,8 +84,14 @@ std::string render_pack_text(const PackSummary& s, bool verbose) {
 std::string render_pack_json(const PackSummary& s) {
   using ordered = nlohmann::json;
   ordered j;
+  j["format"] = "ptepack.pack";
+  j["version"] = 1;
   j["output"] = s.output;
-  j["kind"] = s.package ? "ptn" : "directory";
+  const bool program_file = !s.programs.empty() && is_program_path(s.output);
+  j["kind"] = artifact_kind_name(s.package        ? ArtifactKind::package
+                                 : program_file   ? ArtifactKind::pte
+                                 : s.programs.empty() ? ArtifactKind::directory
+                                                  : ArtifactKind::programs);
   j["dry_run"] = s.dry_run;
   ordered methods = ordered::array();
   for (const auto& [method, input] : s.methods)
@@ -96,8 +103,8 @@ std::string render_pack_json(const PackSummary& s) {
   j["renames"] = renames;
   j["state"] = s.state;
   j["aliases"] = s.aliases;
-  j["tensors"] = s.tensors;
-  j["unique_tensors"] = s.unique_tensors;
+  j["tensor_count"] = s.tensors;
+  j["stored_tensor_count"] = s.unique_tensors;
   j["referenced_bytes"] = s.logical_bytes;
   j["stored_bytes"] = s.stored_bytes;
   j["dedup_saved_bytes"] = s.logical_bytes - s.stored_bytes;

@@ -155,14 +155,14 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
     std::error_code ec;
     auto filename = path.filename().string();
     if (fs::is_directory(path, ec) || filename == "manifest.json") {
-      report.kind = "directory";
+      report.kind = std::string(artifact_kind_name(ArtifactKind::directory));
       verify_directory(path, options, report);
       return report;
     }
     auto file = InputFile::open(path);
     auto head = file->read_range(0, std::min<uint64_t>(file->size(), 8));
     if (head.size() >= 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4) {
-      report.kind = "ptn";
+      report.kind = std::string(artifact_kind_name(ArtifactKind::package));
       verify_package(path, options, report);
       return report;
     }
@@ -220,7 +220,9 @@ std::string render_verify_text(const VerifyReport& r) {
 }
 
 std::string render_verify_json(const VerifyReport& r) {
-  nlohmann::json j{{"artifact", r.artifact},
+  nlohmann::json j{{"format", "ptepack.verify"},
+                   {"version", 1},
+                   {"artifact", r.artifact},
                    {"kind", r.kind},
                    {"ok", r.ok()},
                    {"problems", r.problems},

@@ -109,6 +109,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
 
   // Files present versus files listed.
   const bool programs = m.version == kManifestProgramsVersion;
+  if (programs) report.kind = std::string(artifact_kind_name(ArtifactKind::programs));
   std::set<std::string> expected{"manifest.json"};
   if (programs) {
     for (const auto& p : m.programs) {

@@ -9,6 +9,10 @@
 
 namespace ptepack {
 
+// dump --json: {"format": kDumpFormat, "version": kDumpVersion, ...} (schema/dump.schema.json).
+inline constexpr const char* kDumpFormat = "ptepack.dump";
+inline constexpr int kDumpVersion = 1;
+
 enum class DumpSort { key, size, natural };
 
 struct DumpOptions {
