@@ -3,7 +3,7 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ python3 time
+  cmake ninja-build g++ python3 python3-jsonschema time
   libcli11-dev libflatbuffers-dev flatbuffers-compiler libssl-dev zlib1g-dev
   nlohmann-json3-dev libfmt-dev catch2
 )

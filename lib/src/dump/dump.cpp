@@ -198,7 +198,7 @@ ordered breakdown_json(const std::vector<KeyRow>& rows, const ProgramKeys& keys,
                        {"shape", r->data->shape},
                        {"nbytes", r->data->bytes.size}});
   }
-  return {{"tensors", rows.size()},
+  return {{"tensor_count", rows.size()},
           {"by_method", tallies(b.by_method)},
           {"by_dtype", tallies(b.by_dtype)},
           {"by_shard", tallies(b.by_shard)},
@@ -504,7 +504,7 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
                     {"referenced_bytes", referenced_bytes},
                     {"stored_bytes", stored_bytes},
                     {"dedup_saved_bytes", saved},
-                    {"aliases", artifact.aliases.size()},
+                    {"alias_count", artifact.aliases.size()},
                     {"unreferenced_keys", unreferenced_keys},
                     {"unreferenced_bytes", unreferenced_bytes}};
     // "tensors" sorts last among the fields: stream it after the rest instead of
