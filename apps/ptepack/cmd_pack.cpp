@@ -18,6 +18,8 @@ Action add_pack(CLI::App& app) {
     std::string max_shard_bytes;
     std::string cap_mode = "file";
     std::string shard_format = "ptd";
+    std::string oversize = "error";
+    size_t max_shard_tensors = 0;
     bool json = false;
     bool quiet = false;
     bool verbose = false;
@@ -43,6 +45,12 @@ Action add_pack(CLI::App& app) {
       ->check(CLI::IsMember({"file", "payload"}));
   cmd->add_option("--shard-format", args->shard_format, "Shard format: ptd or safetensors")
       ->check(CLI::IsMember({"ptd", "safetensors"}));
+  cmd->add_option("--oversize", args->oversize,
+                  "A tensor larger than the cap: error, or own-shard (alone in a shard allowed "
+                  "to exceed the cap)")
+      ->check(CLI::IsMember({"error", "own-shard"}));
+  cmd->add_option("--max-shard-tensors", args->max_shard_tensors,
+                  "At most N stored tensors per shard (aliases not counted; 0: no limit)");
   cmd->add_option("--shard-prefix", args->options.shard_prefix,
                   "Shard file name prefix");
   cmd->add_option("--alignment", args->options.sharding.alignment,
@@ -55,7 +63,8 @@ Action add_pack(CLI::App& app) {
   cmd->add_flag("--force", args->options.force, "Replace an existing non-ptepack directory");
   // Options that shape shards mean nothing for a single-file output: refuse them.
   std::vector<std::pair<std::string, CLI::Option*>> directory_only;
-  for (const char* name : {"--alignment", "--shard-format", "--shard-prefix", "--cap-mode"})
+  for (const char* name : {"--alignment", "--shard-format", "--shard-prefix", "--cap-mode",
+                           "--oversize", "--max-shard-tensors"})
     directory_only.emplace_back(name, cmd->get_option(name));
   return [args, directory_only] {
     auto& o = args->options;
@@ -69,6 +78,8 @@ Action add_pack(CLI::App& app) {
     if (!args->max_shard_bytes.empty())
       o.sharding.max_shard_bytes = parse_size(args->max_shard_bytes);
     o.sharding.cap_mode = args->cap_mode == "payload" ? CapMode::payload : CapMode::file;
+    o.sharding.oversize_own_shard = args->oversize == "own-shard";
+    if (args->max_shard_tensors > 0) o.sharding.max_shard_tensors = args->max_shard_tensors;
     o.sharding.format =
         args->shard_format == "safetensors" ? ShardFormat::safetensors : ShardFormat::ptd;
     o.progress = !args->quiet;

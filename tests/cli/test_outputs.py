@@ -343,6 +343,55 @@ def summary_counts_long_lists_and_verbose_lists_them(ctx):
 
 
 @suite.test
+def oversize_own_shard_and_max_shard_tensors(ctx):
+    """--oversize own-shard: a tensor over the cap alone in its shard, recorded in the manifest
+    and accepted by verify only alone; --max-shard-tensors bounds stored tensors per shard."""
+    directory = ctx.mkdir("oversize")
+    refused = ctx.run("pack", *fixtures(ctx), "-o", os.path.join(directory, "x"),
+                      "--max-shard-bytes", "1000")
+    ctx.code(refused, 4, "a tensor over the cap")
+    for remedy in ("--max-shard-bytes 2432 or more", "--oversize own-shard"):
+        ctx.check(remedy in refused.err, f"remedy {remedy!r} not named: {refused.err!r}")
+    out = os.path.join(directory, "own")
+    ctx.run_ok("pack", *fixtures(ctx), "-o", out, "--max-shard-bytes", "1000",
+               "--oversize", "own-shard", "-q")
+    manifest = load_json(os.path.join(out, "manifest.json"))
+    ctx.equal(manifest.get("oversize"), "own-shard", "manifest records the oversize shard")
+    for shard in manifest["shards"]:
+        stored = {manifest["tensors"][k]["sha256"] for k in shard["keys"]}
+        if shard["size"] > 1000:
+            ctx.equal(len(stored), 1, f"{shard['file']} over the cap holds one stored tensor")
+    ctx.check(any(s["size"] > 1000 for s in manifest["shards"]), "no shard over the cap")
+    ctx.run_ok("verify", out)
+    # Without the manifest's permission the same shard is a problem.
+    del manifest["oversize"]
+    with open(os.path.join(out, "manifest.json"), "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+    tampered = ctx.run("verify", out)
+    ctx.code(tampered, 1, "over the cap without oversize")
+    ctx.check("exceed the cap 1000" in tampered.out + tampered.err, tampered.out + tampered.err)
+    # When every tensor fits, --oversize own-shard changes nothing.
+    plain, own = (os.path.join(directory, n) for n in ("plain", "own2"))
+    ctx.run_ok("pack", *fixtures(ctx), "-o", plain, "--max-shard-bytes", "3000", "-q")
+    ctx.run_ok("pack", *fixtures(ctx), "-o", own, "--max-shard-bytes", "3000", "-q",
+               "--oversize", "own-shard")
+    ctx.equal(tree_differences(snapshot(plain), snapshot(own)), [],
+              "own-shard without an oversize tensor")
+    for limit in (1, 2, 3):
+        out = os.path.join(directory, f"t{limit}")
+        ctx.run_ok("pack", *fixtures(ctx), "-o", out, "--max-shard-tensors", str(limit), "-q")
+        manifest = load_json(os.path.join(out, "manifest.json"))
+        for shard in manifest["shards"]:
+            stored = {manifest["tensors"][k]["sha256"] for k in shard["keys"]}
+            ctx.check(len(stored) <= limit, f"{limit}: {shard['file']} holds {len(stored)}")
+        ctx.run_ok("verify", out)
+    result = ctx.run("pack", *fixtures(ctx), "-o", os.path.join(directory, "p.ptn"),
+                     "--max-shard-tensors", "2")
+    ctx.code(result, 2, "--max-shard-tensors with a .ptn output")
+
+
+@suite.test
 def output_forms_parents_and_case(ctx):
     """Missing parents of -o are made; .PTN is a package; shard options on one file are refused."""
     directory = ctx.mkdir("forms")

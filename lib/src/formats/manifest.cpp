@@ -90,6 +90,7 @@ std::string manifest_to_json(const Manifest& m) {
   j["shard_format"] = m.shard_format;
   j["max_shard_bytes"] = m.max_shard_bytes ? ordered(*m.max_shard_bytes) : ordered(nullptr);
   j["cap_mode"] = m.cap_mode;
+  if (m.oversize_own_shard) j["oversize"] = "own-shard";
   ordered shards = ordered::array();
   for (const auto& s : m.shards) {
     shards.push_back(ordered{{"file", s.file},
@@ -169,6 +170,10 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
   m.cap_mode = r.string(j, "cap_mode", "");
   if (m.cap_mode != "file" && m.cap_mode != "payload")
     r.bad("cap_mode", "expected \"file\" or \"payload\"");
+  if (j.contains("oversize")) {
+    if (r.string(j, "oversize", "") != "own-shard") r.bad("oversize", "expected \"own-shard\"");
+    m.oversize_own_shard = true;
+  }
   const auto& shards = r.field(j, "shards", "");
   if (!shards.is_array()) r.bad("shards", "expected an array");
   for (size_t i = 0; i < shards.size(); ++i) {

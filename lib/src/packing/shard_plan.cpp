@@ -195,6 +195,37 @@ std::string_view shard_format_name(ShardFormat format) {
 
 std::string_view cap_mode_name(CapMode mode) { return mode == CapMode::file ? "file" : "payload"; }
 
+namespace {
+
+// The error for group g, which no shard can hold: its needs, and what would make it fit.
+std::string oversize_message(const std::vector<StoredTensor>& tensors,
+                             const std::vector<StorageGroup>& groups, size_t g,
+                             const ShardingOptions& options) {
+  const bool payload_mode = options.cap_mode == CapMode::payload;
+  auto need_of = [&](size_t group) {
+    return payload_mode ? group_cost(tensors, groups[group], options).payload
+                        : layout_shard(tensors, groups, {group}, options).file_size;
+  };
+  const uint64_t cap = *options.max_shard_bytes;
+  const uint64_t need = need_of(g);
+  const uint64_t payload = group_cost(tensors, groups[g], options).payload;
+  // The smallest cap every tensor fits alone (only computed on this error path).
+  uint64_t smallest = need;
+  for (size_t other = 0; other < groups.size(); ++other) smallest = std::max(smallest, need_of(other));
+  std::string remedies = fmt::format("--max-shard-bytes {} or more (the smallest cap every tensor "
+                                     "fits)", smallest);
+  if (!payload_mode && payload <= cap) {
+    remedies += fmt::format(", --cap-mode payload (it has {} payload bytes)", payload);
+  }
+  remedies += ", or --oversize own-shard (it gets a shard of its own over the cap)";
+  return fmt::format("tensor {} needs {} bytes in a shard ({} mode) but --max-shard-bytes is {}; "
+                     "use {}",
+                     quote(tensors[groups[g].members[0]].key), need,
+                     cap_mode_name(options.cap_mode), cap, remedies);
+}
+
+}  // namespace
+
 std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
                                       const std::vector<StorageGroup>& groups,
                                       const ShardingOptions& options) {
@@ -204,6 +235,7 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
   const bool file_cap = options.max_shard_bytes && options.cap_mode == CapMode::file;
   std::vector<PlannedShard> shards;
   std::vector<Fill> fills;
+  std::vector<bool> sealed;  // an oversize shard, or one holding max_shard_tensors groups
 
   auto exact_layout = [&](const std::vector<size_t>& shard_groups) {
     return layout_shard(tensors, groups, shard_groups, options);
@@ -215,6 +247,7 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
 
   // Whether group g fits shard s; on success `out` is the shard's fill with g.
   auto fits = [&](size_t s, size_t g, const GroupCost& cost, Fill& out) {
+    if (sealed[s]) return false;
     auto& shard = shards[s];
     auto& fill = fills[s];
     if (options.max_shard_bytes && options.cap_mode == CapMode::payload) {
@@ -259,6 +292,9 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
     shard.groups.push_back(g);
     shard.payload_bytes = add(shard.payload_bytes, cost.payload);
     fills[s] = std::move(next);
+    if (options.max_shard_tensors && shard.groups.size() >= *options.max_shard_tensors) {
+      sealed[s] = true;
+    }
     shard.size_bound = fills[s].header_hi_unknown
                            ? exact_layout(shard.groups).file_size
                            : geometry.file_size(fills[s].header_hi, fills[s].data);
@@ -267,6 +303,7 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
   // Room left in shard s, at most: the cap minus the smallest size it can have.
   RoomIndex rooms;
   auto room = [&](size_t s) -> uint64_t {
+    if (sealed[s]) return 0;
     if (!options.max_shard_bytes) return std::numeric_limits<uint64_t>::max();
     uint64_t used =
         file_cap ? geometry.file_size(fills[s].header_lo, fills[s].data) : shards[s].payload_bytes;
@@ -289,18 +326,17 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
     bool fits_alone = !options.max_shard_bytes ||
                       (options.cap_mode == CapMode::payload ? cost.payload : layout.file_size) <=
                           *options.max_shard_bytes;
-    if (!fits_alone) {
-      const auto& owner = tensors[groups[g].members[0]].key;
-      uint64_t need = options.cap_mode == CapMode::payload ? cost.payload : layout.file_size;
-      fail(ErrorCode::conflict,
-           "tensor {} needs {} bytes in a shard ({} mode) but --max-shard-bytes is {}",
-           quote(owner), need, cap_mode_name(options.cap_mode), *options.max_shard_bytes);
+    if (!fits_alone && !options.oversize_own_shard) {
+      fail(ErrorCode::conflict, "{}", oversize_message(tensors, groups, g, options));
     }
     shards.emplace_back();
     fills.emplace_back();
+    sealed.push_back(!fits_alone ||
+                     (options.max_shard_tensors && *options.max_shard_tensors <= 1));
     shards.back().groups.push_back(g);
     shards.back().payload_bytes = cost.payload;
     shards.back().size_bound = layout.file_size;
+    shards.back().oversize = !fits_alone;
     fills.back() = anchored(layout, geometry, groups[g].members[0],
                             largest_key(tensors, groups[g].members[0], groups[g]));
     rooms.push(room(shards.size() - 1));

@@ -1,6 +1,8 @@
 // Directory writer: program.ptg, content-named weight shards, index (safetensors) and manifest.
 #include <filesystem>
 
+#include <algorithm>
+
 #include "pack_internal.h"
 #include "ptepack/base/error.h"
 #include "ptepack/formats/manifest.h"
@@ -57,7 +59,7 @@ std::vector<FileContent> lay_out_shards(const std::vector<StoredTensor>& tensors
   summary.shards.resize(plan.size());
   for (size_t s = 0; s < plan.size(); ++s) {
     contents[s] = shard_content(tensors, groups, plan[s], sharding, summary.shards[s].keys);
-    if (sharding.max_shard_bytes && sharding.cap_mode == CapMode::file &&
+    if (sharding.max_shard_bytes && sharding.cap_mode == CapMode::file && !plan[s].oversize &&
         contents[s].size > *sharding.max_shard_bytes) {
       fail(ErrorCode::internal, "shard {} of {} bytes exceeds the planned cap {}", s + 1,
            contents[s].size, *sharding.max_shard_bytes);
@@ -79,6 +81,9 @@ void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<St
   manifest.shard_format = std::string(shard_format_name(options.sharding.format));
   manifest.max_shard_bytes = options.sharding.max_shard_bytes;
   manifest.cap_mode = std::string(cap_mode_name(options.sharding.cap_mode));
+  // Recorded only when a shard is over the cap, so outputs without one stay the same.
+  manifest.oversize_own_shard =
+      std::any_of(plan.begin(), plan.end(), [](const PlannedShard& s) { return s.oversize; });
 
   // Shards are independent files: write them in parallel, each hashed as it streams.
   std::vector<Digest> digests(plan.size());

@@ -199,7 +199,13 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
       }
       if (m.max_shard_bytes) {
         uint64_t measured = m.cap_mode == "file" ? file->size() : c.payload;
-        if (measured > *m.max_shard_bytes) {
+        // --oversize own-shard: over the cap only alone (one stored tensor, its aliases).
+        std::set<std::string> stored;
+        for (const auto& key : s.keys) {
+          if (auto t = m.tensors.find(key); t != m.tensors.end()) stored.insert(t->second.sha256);
+        }
+        bool alone = m.oversize_own_shard && stored.size() <= 1;
+        if (measured > *m.max_shard_bytes && !alone) {
           out.push_back(fmt::format("{}: {} {} bytes exceed the cap {}", file->name(),
                                     m.cap_mode == "file" ? "file of" : "payload of", measured,
                                     *m.max_shard_bytes));

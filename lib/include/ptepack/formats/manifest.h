@@ -54,6 +54,8 @@ struct Manifest {
   std::string shard_format;                    // "ptd" or "safetensors"
   std::optional<uint64_t> max_shard_bytes;     // null when uncapped
   std::string cap_mode;                        // "file" or "payload"
+  // "oversize": "own-shard": a shard may exceed the cap when it holds one stored tensor.
+  bool oversize_own_shard = false;
   std::vector<ManifestShard> shards;
   std::map<std::string, ManifestTensor> tensors;
   std::vector<std::string> state;  // every state key, with or without data
