@@ -65,13 +65,14 @@ Action add_dump(CLI::App& app) {
                   "Text columns to fit (default: the terminal's; whole lines when not a "
                   "terminal; 0: whole)")
       ->default_str("");
-  return [args] {
+  auto progress = add_progress_option(*cmd);
+  return [args, progress] {
     auto& o = args->options;
     o.sort = args->sort == "size"      ? DumpSort::size
              : args->sort == "natural" ? DumpSort::natural
                                        : DumpSort::key;
     o.width = args->width >= 0 ? static_cast<size_t>(args->width) : terminal_width();
-    o.progress = true;
+    o.progress = progress_mode(*progress);
     dump_artifact(args->path, o, [](std::string_view chunk) {
       std::fwrite(chunk.data(), 1, chunk.size(), stdout);
     });

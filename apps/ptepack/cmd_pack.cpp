@@ -7,6 +7,21 @@
 
 namespace ptepack::cli {
 
+std::shared_ptr<std::string> add_progress_option(CLI::App& cmd) {
+  auto value = std::make_shared<std::string>("auto");
+  cmd.add_option("--progress", *value,
+                 "auto: a progress line on a terminal; always: also plain lines every 5 s "
+                 "when stderr is not one (CI logs); never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+  return value;
+}
+
+ProgressMode progress_mode(const std::string& value) {
+  return value == "always"  ? ProgressMode::always
+         : value == "never" ? ProgressMode::never
+                            : ProgressMode::automatic;
+}
+
 void print(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
@@ -58,6 +73,7 @@ Action add_pack(CLI::App& app) {
   cmd->add_flag("--dry-run", args->options.dry_run, "Print the plan and write nothing");
   cmd->add_flag("--json", args->json, "Print a machine-readable summary");
   cmd->add_flag("-q,--quiet", args->quiet, "No progress and no summary text");
+  auto progress = add_progress_option(*cmd);
   cmd->add_flag("-v,--verbose", args->verbose,
                 "List every rename, state key and shard in the summary");
   cmd->add_flag("--force", args->options.force, "Replace an existing non-ptepack directory");
@@ -66,7 +82,7 @@ Action add_pack(CLI::App& app) {
   for (const char* name : {"--alignment", "--shard-format", "--shard-prefix", "--cap-mode",
                            "--oversize", "--max-shard-tensors"})
     directory_only.emplace_back(name, cmd->get_option(name));
-  return [args, directory_only] {
+  return [args, directory_only, progress] {
     auto& o = args->options;
     bool single_file = is_package_path(o.output) || is_program_path(o.output);
     for (const auto& [name, option] : directory_only) {
@@ -82,7 +98,7 @@ Action add_pack(CLI::App& app) {
     if (args->max_shard_tensors > 0) o.sharding.max_shard_tensors = args->max_shard_tensors;
     o.sharding.format =
         args->shard_format == "safetensors" ? ShardFormat::safetensors : ShardFormat::ptd;
-    o.progress = !args->quiet;
+    o.progress = args->quiet ? ProgressMode::never : progress_mode(*progress);
     auto summary = pack(o);
     if (args->json) {
       print(render_pack_json(summary));

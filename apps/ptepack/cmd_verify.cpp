@@ -18,13 +18,19 @@ Action add_verify(CLI::App& app) {
       app.add_subcommand("verify", "Re-read an artifact and check everything pack guarantees");
   cmd->add_option("path", args->path,
                   ".ptn, directory or manifest.json (other artifacts: reader checks)")
-      ->required();
+      ->required()
+      ->default_str("");
   cmd->add_flag("--json", args->json, "Machine-readable report");
   cmd->add_option("-j,--jobs", args->options.jobs, "Hashing threads (default: all cores)");
   cmd->add_flag("--strict", args->options.strict,
                 "Count notes (what ptepack would write differently) as problems");
-  return [args] {
+  auto progress_value = add_progress_option(*cmd);
+  return [args, progress_value] {
+    Progress progress;
+    args->options.progress = &progress;
+    progress.start(progress_mode(*progress_value));
     auto report = verify_artifact(args->path, args->options);
+    progress.stop();
     if (args->json) {
       print(render_verify_json(report));
     } else {

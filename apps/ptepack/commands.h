@@ -3,6 +3,10 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
+#include <string>
+
+#include "ptepack/io/progress.h"
 
 namespace ptepack::cli {
 
@@ -13,6 +17,11 @@ Action add_pack(CLI::App& app);
 Action add_dump(CLI::App& app);
 Action add_verify(CLI::App& app);
 Action add_diff(CLI::App& app);
+
+// Registers --progress auto|always|never on `cmd`; the returned string is set by parsing.
+std::shared_ptr<std::string> add_progress_option(CLI::App& cmd);
+// The mode a --progress value names.
+ProgressMode progress_mode(const std::string& value);
 
 // Prints to stdout and flushes.
 void print(const std::string& text);

@@ -119,6 +119,7 @@ CASES = [
     ("error_option_for_directories", PACK + ["-o", "capped.PTN", "--alignment", "64"]),
     ("error_output_stdout", PACK + ["-o", "-"]),
     ("error_help_unknown", ["help", "dumpp"]),
+    ("error_progress_value", PACK + ["-o", "x", "--progress", "sometimes"]),
     ("usage_bare", []),
     ("help_pack", ["help", "pack"]),
     ("help_top", ["help"]),

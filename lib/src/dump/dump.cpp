@@ -450,7 +450,7 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
     }
     Progress progress;
     progress.set_hash_total(total);
-    progress.start(options.progress && total >= kProgressBytes);
+    progress.start(total >= kProgressBytes ? options.progress : ProgressMode::never);
     digests = hash_ranges(ranges, options.jobs, &progress);
     progress.stop();
   }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ptepack/base/error.h"
+#include "ptepack/io/progress.h"
 
 namespace ptepack {
 namespace {
@@ -265,6 +266,7 @@ void install_interrupt_cleanup() {
     // The output is already in place: let the command finish and exit normally.
     if (g_committing) return;
     g_interrupted = true;
+    clear_progress_on_interrupt();
     for (const auto& path : live_temps()) {
       // Move the tree away first so writer threads cannot add files to it,
       // then remove it, retrying for files created just before the move.

@@ -1,10 +1,13 @@
 // Terminal progress line and the small thread helper the pipeline uses.
 #include "ptepack/io/progress.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <exception>
 #include <mutex>
 #include <vector>
@@ -13,17 +16,57 @@
 
 namespace ptepack {
 
+namespace {
+
+std::atomic<bool> g_line_drawn{false};  // a progress line is on the terminal now
+
+size_t stderr_width() {
+  winsize size{};
+  if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  if (const char* columns = std::getenv("COLUMNS")) {
+    long value = std::strtol(columns, nullptr, 10);
+    if (value > 0) return static_cast<size_t>(value);
+  }
+  return 80;
+}
+
+std::string mib(uint64_t bytes) {
+  return fmt::format("{:.0f}", static_cast<double>(bytes) / (1024.0 * 1024.0));
+}
+
+}  // namespace
+
+void clear_progress_on_interrupt() {
+  if (g_line_drawn.exchange(false)) {
+    static const char kText[] = "\r\033[Kptepack: interrupted\n";
+    (void)!::write(STDERR_FILENO, kText, sizeof kText - 1);
+  }
+}
+
 Progress::~Progress() { stop(); }
 
-void Progress::start(bool enabled) {
-  if (!enabled || ::isatty(STDERR_FILENO) == 0 || running_) return;
+void Progress::start(ProgressMode mode) {
+  if (mode == ProgressMode::never || running_) return;
+  const bool terminal = ::isatty(STDERR_FILENO) != 0;
+  if (!terminal && mode != ProgressMode::always) return;
   running_ = true;
-  reporter_ = std::thread([this] {
+  reporter_ = std::thread([this, terminal] {
     auto begin = std::chrono::steady_clock::now();
+    auto last_plain = begin;
     while (running_) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       if (!running_) break;
-      draw(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
+      auto now = std::chrono::steady_clock::now();
+      double elapsed = std::chrono::duration<double>(now - begin).count();
+      if (terminal) {
+        auto text = "\r" + line(elapsed, stderr_width() - 1) + "\033[K";
+        std::fputs(text.c_str(), stderr);
+        g_line_drawn = true;
+      } else if (now - last_plain >= std::chrono::seconds(5)) {
+        last_plain = now;
+        auto text = line(elapsed, 200) + "\n";
+        std::fputs(text.c_str(), stderr);
+      }
     }
   });
 }
@@ -32,22 +75,42 @@ void Progress::stop() {
   if (!running_) return;
   running_ = false;
   reporter_.join();
-  std::fputs("\r\033[K", stderr);
+  if (g_line_drawn.exchange(false)) std::fputs("\r\033[K", stderr);
 }
 
-void Progress::draw(double elapsed) const {
-  constexpr double kMiB = 1024.0 * 1024.0;
-  double done = static_cast<double>(hashed_ + written_);
-  double total = static_cast<double>(hash_total_ + write_total_);
-  double rate = elapsed > 0 ? done / elapsed : 0;
+std::string Progress::line(double elapsed, size_t width) {
+  const uint64_t hashed = hashed_;
+  const uint64_t written = written_;
+  const uint64_t hash_total = hash_total_;
+  const bool writes = writes_expected_ || write_total_known_;
+  const uint64_t write_total = write_total_known_ ? write_total_.load()
+                               : writes_expected_ ? hash_total
+                                                  : 0;
+  const double done = static_cast<double>(hashed + written);
+  const double total = static_cast<double>(hash_total + write_total);
+  const double rate = elapsed > 0 ? done / elapsed : 0;
   double eta = rate > 0 && total > done ? (total - done) / rate : 0;
-  auto line = fmt::format(
-      "\rptepack: hashed {:.0f}/{:.0f} MiB, written {:.0f}/{:.0f} MiB, {:.0f} MiB/s, ETA "
-      "{:.0f}s\033[K",
-      static_cast<double>(hashed_) / kMiB, static_cast<double>(hash_total_) / kMiB,
-      static_cast<double>(written_) / kMiB, static_cast<double>(write_total_) / kMiB, rate / kMiB,
-      eta);
-  std::fputs(line.c_str(), stderr);
+  if (shown_eta_ >= 0 && eta > shown_eta_) eta = shown_eta_;  // never back up
+  shown_eta_ = eta;
+  const int percent = total > 0 ? static_cast<int>(100.0 * done / total) : 0;
+  std::string rate_text = fmt::format("{} MiB/s", mib(static_cast<uint64_t>(rate)));
+  std::string eta_text = fmt::format("ETA {:.0f}s", eta);
+  // Longest first; the first form that fits is drawn, the last is cut to the width.
+  std::vector<std::string> forms;
+  if (writes) {
+    forms.push_back(fmt::format("ptepack: {}%  hashed {}/{} MiB, written {}/{} MiB, {}, {}",
+                                percent, mib(hashed), mib(hash_total), mib(written),
+                                mib(write_total), rate_text, eta_text));
+  } else {
+    forms.push_back(fmt::format("ptepack: {}%  hashed {}/{} MiB, {}, {}", percent, mib(hashed),
+                                mib(hash_total), rate_text, eta_text));
+  }
+  forms.push_back(fmt::format("ptepack: {}% {} {}", percent, rate_text, eta_text));
+  forms.push_back(fmt::format("{}% {}", percent, eta_text));
+  for (const auto& form : forms) {
+    if (form.size() <= width) return form;
+  }
+  return forms.back().substr(0, width);
 }
 
 unsigned effective_jobs(unsigned requested) {

@@ -214,6 +214,7 @@ PackSummary pack(const PackOptions& options) {
     total += t.data.bytes.size;
   }
   progress.set_hash_total(total);
+  if (!options.dry_run) progress.expect_writes();
   progress.start(options.progress);
   auto digests = hash_ranges(ranges, options.jobs, &progress);
   for (size_t i = 0; i < digests.size(); ++i) {

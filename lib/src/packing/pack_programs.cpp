@@ -172,6 +172,7 @@ PackSummary pack_programs(const PackOptions& options) {
   for (const auto& s : in.sources) add_program_ranges(s, digests);
   Progress progress;
   progress.set_hash_total(digests.distinct_bytes());
+  if (!options.dry_run) progress.expect_writes();
   progress.start(options.progress);
   digests.compute(options.jobs, &progress);
   check_expected_digests(in, digests);

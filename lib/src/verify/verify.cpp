@@ -122,7 +122,12 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
     stored.push_back(key);
     ranges.push_back(t.bytes);
   }
-  auto digests = hash_ranges(ranges, options.jobs);
+  if (options.progress != nullptr) {
+    uint64_t total = 0;
+    for (const auto& r : ranges) total += r.size;
+    options.progress->set_hash_total(total);
+  }
+  auto digests = hash_ranges(ranges, options.jobs, options.progress);
   std::map<std::tuple<Digest, int, Shape>, std::string> seen;
   for (size_t i = 0; i < stored.size(); ++i) {
     const auto& t = data.at(stored[i]);

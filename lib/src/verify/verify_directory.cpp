@@ -155,6 +155,12 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
       program = read_program_binary(bytes, file->name());
     });
 
+  if (options.progress != nullptr) {  // every shard file, then every tensor, is hashed once
+    uint64_t total = 0;
+    for (const auto& shard : m.shards) total += shard.size;
+    for (const auto& entry : m.tensors) total += entry.second.nbytes;
+    options.progress->set_hash_total(total);
+  }
   // Shards: hash whole files in parallel, read their tables, check names, payloads and caps.
   std::vector<ShardContents> contents(m.shards.size());
   std::vector<std::vector<std::string>> per_shard(m.shards.size());
@@ -171,7 +177,10 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
       std::vector<uint8_t> buffer(kChunkBytes);
       Sha256 hasher;
       for_each_chunk(ByteRange{file, 0, file->size()}, buffer,
-                     [&](std::span<const uint8_t> c) { hasher.update(c); });
+                     [&](std::span<const uint8_t> c) {
+                       hasher.update(c);
+                       if (options.progress != nullptr) options.progress->add_hashed(c.size());
+                     });
       auto hex = to_hex(hasher.finish());
       if (hex != s.sha256)
         out.push_back(
@@ -281,7 +290,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
       }
     }
   }
-  auto digests = hash_ranges(ranges, options.jobs);
+  auto digests = hash_ranges(ranges, options.jobs, options.progress);
   for (size_t i = 0; i < hashed_keys.size(); ++i) {
     report.bytes_hashed += ranges[i].size;
     ++report.tensors_checked;

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ptepack/io/progress.h"
+
 namespace ptepack {
 
 // dump --json: {"format": kDumpFormat, "version": kDumpVersion, ...} (schema/dump.schema.json).
@@ -30,7 +32,7 @@ struct DumpOptions {
   bool offsets = false;  // each tensor's file and byte offset
   bool no_hash = false;  // do not hash tensors that have no recorded digest
   size_t width = 0;      // text columns to fit (0: print every cell whole)
-  bool progress = false; // draw hashing progress on a terminal
+  ProgressMode progress = ProgressMode::never;  // hashing progress (--progress)
 };
 
 // Opens any artifact (package, directory, manifest, program with its data,

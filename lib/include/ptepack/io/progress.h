@@ -1,15 +1,23 @@
-// Progress of long work (bytes hashed and written), drawn on a terminal only.
+// Progress of long work (bytes hashed and written) on stderr.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <thread>
 
 namespace ptepack {
 
-// Counters are updated from worker threads; when enabled, a reporter thread
-// redraws one stderr line a few times per second and clears it at the end.
+// --progress: automatic draws on a terminal only; always also prints plain lines (at most one
+// every 5 s) when stderr is not a terminal, for CI logs; never draws nothing.
+enum class ProgressMode { never, automatic, always };
+
+// Counters are updated from worker threads; a reporter thread redraws one stderr line a few
+// times per second (fitted to the terminal width, never wrapping) and clears it at the end.
+// The ETA covers the whole job: until set_write_total() the writes are assumed as large as
+// the bytes to hash (their upper bound), so the estimate only ever comes down. On SIGINT or
+// SIGTERM the line is replaced by "ptepack: interrupted".
 class Progress {
  public:
   Progress() = default;
@@ -17,23 +25,36 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
-  // Starts drawing if `enabled` and stderr is a terminal.
-  void start(bool enabled);
+  void start(ProgressMode mode);
+  void start(bool enabled) { start(enabled ? ProgressMode::automatic : ProgressMode::never); }
   void stop();
   void set_hash_total(uint64_t bytes) { hash_total_ = bytes; }
-  void set_write_total(uint64_t bytes) { write_total_ = bytes; }
+  // The job also writes: bytes to write are estimated until set_write_total().
+  void expect_writes() { writes_expected_ = true; }
+  void set_write_total(uint64_t bytes) {
+    write_total_ = bytes;
+    write_total_known_ = true;
+  }
   void add_hashed(uint64_t n) { hashed_.fetch_add(n, std::memory_order_relaxed); }
   void add_written(uint64_t n) { written_.fetch_add(n, std::memory_order_relaxed); }
 
+  // The text of one report after `elapsed` seconds, at most `width` columns (for tests).
+  [[nodiscard]] std::string line(double elapsed, size_t width);
+
  private:
-  void draw(double elapsed) const;
   std::atomic<uint64_t> hashed_{0};
   std::atomic<uint64_t> written_{0};
   std::atomic<uint64_t> hash_total_{0};
   std::atomic<uint64_t> write_total_{0};
+  std::atomic<bool> write_total_known_{false};
+  std::atomic<bool> writes_expected_{false};
   std::atomic<bool> running_{false};
+  double shown_eta_ = -1;  // the reporter thread's last ETA (never shown larger again)
   std::thread reporter_;
 };
+
+// Called by the interrupt handler: replaces a drawn progress line by "ptepack: interrupted".
+void clear_progress_on_interrupt();
 
 // Runs fn(index) for index in [0, count) on `jobs` threads (dynamic assignment).
 // The first exception thrown by any task is rethrown after all threads stop.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ptepack/io/progress.h"
 #include "ptepack/packing/shard_plan.h"
 #include "ptepack/transforms/merge.h"
 
@@ -34,7 +35,7 @@ struct PackOptions {
   std::string shard_prefix = "weights";
   bool dry_run = false;
   bool force = false;     // replace an existing directory that is not a ptepack output
-  bool progress = false;  // draw progress on a terminal
+  ProgressMode progress = ProgressMode::never;  // --progress
 };
 
 struct ShardSummary {

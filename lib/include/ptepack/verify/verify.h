@@ -6,11 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "ptepack/io/progress.h"
+
 namespace ptepack {
 
 struct VerifyOptions {
   unsigned jobs = 0;    // hashing threads (0: all cores)
   bool strict = false;  // notes count as problems
+  Progress* progress = nullptr;  // bytes hashed are reported here when set
 };
 
 struct VerifyReport {
