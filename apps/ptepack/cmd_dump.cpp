@@ -1,12 +1,11 @@
 // `ptepack dump`: render what an artifact holds.
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 
 #include "commands.h"
 #include "ptepack/dump/dump.h"
+#include "ptepack/io/progress.h"
 
 namespace ptepack::cli {
 
@@ -14,14 +13,7 @@ namespace {
 
 // Columns of the terminal on stdout, or 0 (print whole) when stdout is not one.
 size_t terminal_width() {
-  if (::isatty(STDOUT_FILENO) == 0) return 0;
-  winsize size{};
-  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
-  if (const char* columns = std::getenv("COLUMNS")) {
-    long value = std::strtol(columns, nullptr, 10);
-    if (value > 0) return static_cast<size_t>(value);
-  }
-  return 80;
+  return ::isatty(STDOUT_FILENO) != 0 ? terminal_columns(STDOUT_FILENO) : 0;
 }
 
 }  // namespace

@@ -248,14 +248,17 @@ using Cells = std::array<std::string, 7>;
 // The tensor table, two passes over the rows (widths, then lines) so nothing is held per row.
 // Every cell is whole when `width` is 0 (stdout is not a terminal); otherwise the key and
 // shape columns shrink to fit and cut cells at their end with a marker.
-void render_table(Sink& out, size_t count, const std::function<Cells(size_t)>& cells_of,
-                  size_t width, bool offsets) {
+// Columns each of the first six cells of a row takes, computed without building them.
+using CellWidths = std::array<size_t, 6>;
+
+void render_table(Sink& out, size_t count, const std::function<CellWidths(size_t)>& widths_of,
+                  const std::function<Cells(size_t)>& cells_of, size_t width, bool offsets) {
   const Cells header{"key", "dtype", "shape", "bytes", "sha256", "offset", "flags"};
   std::array<size_t, 7> widths{};
   for (size_t c = 0; c < 7; ++c) widths[c] = columns_of(header[c]);
   for (size_t i = 0; i < count; ++i) {
-    auto cells = cells_of(i);
-    for (size_t c = 0; c < 6; ++c) widths[c] = std::max(widths[c], columns_of(cells[c]));
+    auto row = widths_of(i);
+    for (size_t c = 0; c < 6; ++c) widths[c] = std::max(widths[c], row[c]);
   }
   if (!offsets) widths[5] = 0;
   if (width > 0) {
@@ -611,7 +614,32 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
                                    : std::string(),
                    fmt::format("{}", fmt::join(flags, ", "))};
     };
-    render_table(out, rows.size(), cells_of, options.width, options.offsets);
+    auto digits = [](uint64_t value) {
+      size_t n = 1;
+      while (value >= 10) {
+        value /= 10;
+        ++n;
+      }
+      return n;
+    };
+    auto widths_of = [&](size_t i) {
+      const auto& r = rows[i];
+      const auto& key = *r.key;
+      bool plain = std::all_of(key.begin(), key.end(), [](char c) {
+        auto u = static_cast<unsigned char>(c);
+        return u >= 0x20 && u != 0x7f && c != '\\';
+      });
+      size_t shape = r.data->shape.empty() ? 2 : 2 * r.data->shape.size();
+      for (auto dim : r.data->shape) shape += digits(static_cast<uint64_t>(dim));
+      bool digest = r.manifest_sha256 != nullptr || i < digests.size();
+      return CellWidths{plain ? columns_of(key) : columns_of(escaped(key)),
+                        dtype_name(r.data->dtype).size(), shape, digits(r.data->bytes.size),
+                        digest ? size_t{12} : size_t{1},
+                        options.offsets ? columns_of(escaped(file_of(r))) + 1 +
+                                              digits(r.data->bytes.offset)
+                                        : 0};
+    };
+    render_table(out, rows.size(), widths_of, cells_of, options.width, options.offsets);
   }
   if (!artifact.aliases.empty()) {
     line(fmt::format("\naliases: {} (bytes stored under the owner)", artifact.aliases.size()));

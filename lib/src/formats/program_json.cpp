@@ -220,38 +220,28 @@ class JsonProgramReader {
     }
   }
 
-  // A field name: a quoted string or a bare identifier.
-  std::string_view field_name() {
+  // A quoted string's contents (into `buffer`) or a bare word; `what` names it in errors.
+  std::string_view word_or_string(std::string& buffer, std::string_view what) {
     skip_space();
     char c = peek();
     if (c == '"' || c == '\'') {
-      string_into(name_);
-      return name_;
-    }
-    size_t start = pos_;
-    while (pos_ < text_.size() && is_word_char(text_[pos_])) ++pos_;
-    if (pos_ == start) error(at_end() ? "expected a field name, found the end of the text"
-                                      : fmt::format("expected a field name, found {}",
-                                                    shown_char(c)));
-    return text_.substr(start, pos_ - start);
-  }
-
-  // A scalar's spelling: a bare word (number, identifier) or a quoted string's contents.
-  std::string_view scalar_token() {
-    skip_space();
-    char c = peek();
-    if (c == '"' || c == '\'') {
-      string_into(token_);
-      return token_;
+      string_into(buffer);
+      return buffer;
     }
     size_t start = pos_;
     while (pos_ < text_.size() && is_word_char(text_[pos_])) ++pos_;
     if (pos_ == start) {
-      error(at_end() ? "expected a value, found the end of the text"
-                     : fmt::format("expected a value, found {}", shown_char(c)));
+      error(at_end() ? fmt::format("expected {}, found the end of the text", what)
+                     : fmt::format("expected {}, found {}", what, shown_char(c)));
     }
     return text_.substr(start, pos_ - start);
   }
+
+  // A field name: a quoted string or a bare identifier.
+  std::string_view field_name() { return word_or_string(name_, "a field name"); }
+
+  // A scalar's spelling: a bare word (number, identifier) or a quoted string's contents.
+  std::string_view scalar_token() { return word_or_string(token_, "a value"); }
 
   bool null_literal() {
     skip_space();

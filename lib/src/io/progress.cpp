@@ -20,21 +20,21 @@ namespace {
 
 std::atomic<bool> g_line_drawn{false};  // a progress line is on the terminal now
 
-size_t stderr_width() {
+std::string mib(uint64_t bytes) {
+  return fmt::format("{:.0f}", static_cast<double>(bytes) / (1024.0 * 1024.0));
+}
+
+}  // namespace
+
+size_t terminal_columns(int fd) {
   winsize size{};
-  if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  if (::ioctl(fd, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
   if (const char* columns = std::getenv("COLUMNS")) {
     long value = std::strtol(columns, nullptr, 10);
     if (value > 0) return static_cast<size_t>(value);
   }
   return 80;
 }
-
-std::string mib(uint64_t bytes) {
-  return fmt::format("{:.0f}", static_cast<double>(bytes) / (1024.0 * 1024.0));
-}
-
-}  // namespace
 
 void clear_progress_on_interrupt() {
   if (g_line_drawn.exchange(false)) {
@@ -59,7 +59,7 @@ void Progress::start(ProgressMode mode) {
       auto now = std::chrono::steady_clock::now();
       double elapsed = std::chrono::duration<double>(now - begin).count();
       if (terminal) {
-        auto text = "\r" + line(elapsed, stderr_width() - 1) + "\033[K";
+        auto text = "\r" + line(elapsed, terminal_columns(STDERR_FILENO) - 1) + "\033[K";
         std::fputs(text.c_str(), stderr);
         g_line_drawn = true;
       } else if (now - last_plain >= std::chrono::seconds(5)) {

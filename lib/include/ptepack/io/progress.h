@@ -53,6 +53,9 @@ class Progress {
   std::thread reporter_;
 };
 
+// Columns of the terminal on `fd` (TIOCGWINSZ, else $COLUMNS, else 80).
+[[nodiscard]] size_t terminal_columns(int fd);
+
 // Called by the interrupt handler: replaces a drawn progress line by "ptepack: interrupted".
 void clear_progress_on_interrupt();
 
