@@ -4,6 +4,7 @@
 import atexit
 import glob
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -131,6 +132,8 @@ def render(argv, result, work, ptepack):
     """The stored form: command, exit code, then stdout and stderr verbatim (normalised)."""
     def section(title, text):
         text = text.replace(work, "$WORK").replace(ptepack, "ptepack")
+        # pack's elapsed time and rate vary from run to run
+        text = re.sub(r" in \d+\.\d+ s \((.*?) read at [^)]*\)", r" in $TIME (\1 read at $RATE)", text)
         if text and not text.endswith("\n"):
             text += "\n\\ no newline at end\n"
         return f"--- {title}\n{text}"

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cctype>
 #include <set>
 #include <string_view>
@@ -153,7 +154,9 @@ void summarize_groups(const std::vector<StoredTensor>& tensors,
 
 }  // namespace detail
 
-PackSummary pack(const PackOptions& options) {
+namespace {
+
+PackSummary pack_once(const PackOptions& options) {
   check_options(options);
   if (options.inputs.empty()) fail(ErrorCode::usage, "no inputs given");
   if (detail::holds_programs(parse_input_spec(options.inputs.front()).path) ||
@@ -238,6 +241,16 @@ PackSummary pack(const PackOptions& options) {
   }
   progress.stop();
   if (output) output->commit();
+  return summary;
+}
+
+}  // namespace
+
+PackSummary pack(const PackOptions& options) {
+  auto start = std::chrono::steady_clock::now();
+  auto summary = pack_once(options);
+  summary.elapsed_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }
 

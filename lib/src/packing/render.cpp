@@ -76,7 +76,11 @@ std::string render_pack_text(const PackSummary& s, bool verbose) {
   }
   line(s.dry_run ? fmt::format("would write: {} bytes{}", s.output_bytes,
                                s.package || program_file ? "" : " and manifest.json")
-                 : fmt::format("wrote: {} bytes", s.output_bytes));
+                 : fmt::format("wrote: {} bytes in {:.2f} s ({} read at {}/s)", s.output_bytes,
+                               s.elapsed_seconds, human_bytes(s.logical_bytes),
+                               human_bytes(static_cast<uint64_t>(
+                                   static_cast<double>(s.logical_bytes) /
+                                   std::max(s.elapsed_seconds, 1e-3)))));
   for (const auto& note : s.notes) line("note: " + note);
   return out;
 }
