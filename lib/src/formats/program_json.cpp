@@ -288,14 +288,8 @@ class JsonProgramReader {
 
   [[noreturn]] void bad_scalar(size_t at, const FieldDef& field, std::string_view text,
                                std::string_view wanted) const {
-    error_at(at, fmt::format("field {}: {} is not {}", quote(field.name), quote(shown(text)),
+    error_at(at, fmt::format("field {}: {} is not {}", quote(field.name), quote(text.substr(0, 64)),
                              wanted));
-  }
-
-  static std::string shown(std::string_view text) {
-    std::string out;
-    for (char c : text.substr(0, 64)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-    return out;
   }
 
   // The bits of one scalar of `type` (the field or list element) as the builder stores it.
@@ -338,7 +332,7 @@ class JsonProgramReader {
     if (!integer_of(text, value)) {
       if (looks_integral(text)) {
         error_at(at, fmt::format("field {}: {} does not fit in a {}-bit field", quote(field.name),
-                                 shown(text), flatbuffers::SizeOf(base) * 8));
+                                 escaped(text.substr(0, 64)), flatbuffers::SizeOf(base) * 8));
       }
       const auto* enum_def = type.enum_def;
       const auto* named = enum_def != nullptr ? enum_def->Lookup(std::string(text)) : nullptr;
@@ -363,7 +357,7 @@ class JsonProgramReader {
     }
     if (value < low || value > high) {
       error_at(at, fmt::format("field {}: {} does not fit in a {}-bit field", quote(field.name),
-                               shown(text), flatbuffers::SizeOf(base) * 8));
+                               escaped(text.substr(0, 64)), flatbuffers::SizeOf(base) * 8));
     }
     return static_cast<uint64_t>(value);
   }
@@ -557,7 +551,7 @@ class JsonProgramReader {
         std::string_view name = field_name();
         const FieldDef* field = def.fields.Lookup(std::string(name));
         if (field == nullptr || field->deprecated) {
-          error_at(name_at, fmt::format("unknown field {} in table {}", quote(shown(name)),
+          error_at(name_at, fmt::format("unknown field {} in table {}", quote(name.substr(0, 64)),
                                         def.name));
         }
         expect(':');
@@ -637,36 +631,21 @@ class JsonProgramReader {
     given_.push_back(given);
   }
 
+  // Scalars are stored by width: `bits` already holds the value's two's-complement or IEEE
+  // bytes in its low end.
   void add_field(const Given& given) {
     const FieldDef& field = *given.field;
     auto slot = field.value.offset;
-    switch (field.value.type.base_type) {
-      case BaseType::BASE_TYPE_STRING:
-      case BaseType::BASE_TYPE_VECTOR:
-      case BaseType::BASE_TYPE_STRUCT:
-      case BaseType::BASE_TYPE_UNION:
-        builder_.AddOffset(slot, flatbuffers::Offset<void>(given.offset));
-        break;
-      case BaseType::BASE_TYPE_BOOL:
-      case BaseType::BASE_TYPE_UCHAR:
-      case BaseType::BASE_TYPE_UTYPE:
-        builder_.AddElement<uint8_t>(slot, static_cast<uint8_t>(given.bits), 0);
-        break;
-      case BaseType::BASE_TYPE_CHAR:
-        builder_.AddElement<int8_t>(slot, static_cast<int8_t>(given.bits), 0);
-        break;
-      case BaseType::BASE_TYPE_SHORT:
-      case BaseType::BASE_TYPE_USHORT:
-        builder_.AddElement<uint16_t>(slot, static_cast<uint16_t>(given.bits), 0);
-        break;
-      case BaseType::BASE_TYPE_INT:
-      case BaseType::BASE_TYPE_UINT:
-      case BaseType::BASE_TYPE_FLOAT:
-        builder_.AddElement<uint32_t>(slot, static_cast<uint32_t>(given.bits), 0);
-        break;
-      default:
-        builder_.AddElement<uint64_t>(slot, given.bits, 0);
-        break;
+    const auto base = field.value.type.base_type;
+    if (!flatbuffers::IsScalar(base)) {
+      builder_.AddOffset(slot, flatbuffers::Offset<void>(given.offset));
+      return;
+    }
+    switch (flatbuffers::SizeOf(base)) {
+      case 1: builder_.AddElement<uint8_t>(slot, static_cast<uint8_t>(given.bits), 0); break;
+      case 2: builder_.AddElement<uint16_t>(slot, static_cast<uint16_t>(given.bits), 0); break;
+      case 4: builder_.AddElement<uint32_t>(slot, static_cast<uint32_t>(given.bits), 0); break;
+      default: builder_.AddElement<uint64_t>(slot, given.bits, 0); break;
     }
   }
 
