@@ -12,18 +12,18 @@
 namespace ptepack {
 namespace {
 
-// Produces the bytes of [begin, end) of the file in whole chunks, in order:
+// Produces the bytes of the file in whole chunks, in order:
 // each chunk is assembled in a buffer of the pipelined writer (headers copied,
 // tensor data read, padding zeroed), given to sink(offset, bytes), then
 // written in the background while the next chunk is assembled. Small tensors
 // therefore cost one write per chunk, not one each.
 template <typename Sink>
-void stream_slice(OutputFile& out, const FileContent& content, uint64_t begin, uint64_t end,
-                  Progress* progress, Sink&& sink) {
+void stream_chunks(OutputFile& out, const FileContent& content, Progress* progress, Sink&& sink) {
+  const uint64_t end = content.size;
   PipelinedWriter writer(out, 3, kChunkBytes);
   const auto& pieces = content.pieces;
   size_t first = 0;  // first piece that ends after the current chunk's start
-  for (uint64_t chunk_at = begin; chunk_at < end;) {
+  for (uint64_t chunk_at = 0; chunk_at < end;) {
     auto buffer = writer.acquire();
     auto chunk =
         buffer.first(static_cast<size_t>(std::min<uint64_t>(buffer.size(), end - chunk_at)));
@@ -79,39 +79,16 @@ StreamResult write_content(OutputFile& out, const FileContent& content,
         i == 0 || content.pieces[i - 1].offset + content.pieces[i - 1].size() <= piece.offset;
     if (!fits || !ordered) fail(ErrorCode::internal, "file content piece {} out of order", i);
   }
+  // One stream per file: writers of one file serialise on its inode lock, and a
+  // second one only spins on it (docs/performance.md).
   StreamResult result;
-  constexpr uint64_t kMinSlice = 64ULL << 20;
-  unsigned slices = options.sha256 ? 1 : options.jobs;
-  slices = static_cast<unsigned>(
-      std::max<uint64_t>(1, std::min<uint64_t>(slices, content.size / kMinSlice)));
-  // Slice bounds on chunk multiples, so every chunk but the last of a slice is whole.
-  std::vector<uint64_t> bounds{0};
-  for (unsigned s = 1; s < slices; ++s) {
-    bounds.push_back(content.size * s / slices / kChunkBytes * kChunkBytes);
-  }
-  bounds.push_back(content.size);
-  std::vector<uint32_t> slice_crc(slices, 0);
   Sha256 hasher;
-  parallel_for(slices, slices, [&](size_t s) {
-    uint32_t crc = 0;
-    stream_slice(out, content, bounds[s], bounds[s + 1], progress,
-                 [&](uint64_t offset, std::span<const uint8_t> bytes) {
-                   if (options.sha256) hasher.update(bytes);
-                   if (options.crc) crc = crc_update_in_range(crc, offset, bytes, *options.crc);
-                 });
-    slice_crc[s] = crc;
+  uint32_t crc = 0;
+  stream_chunks(out, content, progress, [&](uint64_t offset, std::span<const uint8_t> bytes) {
+    if (options.sha256) hasher.update(bytes);
+    if (options.crc) crc = crc_update_in_range(crc, offset, bytes, *options.crc);
   });
-  if (options.crc) {
-    // Combine slice CRCs, each covering its slice's overlap with the crc range.
-    uint32_t crc = 0;
-    for (unsigned s = 0; s < slices; ++s) {
-      uint64_t from = std::max(bounds[s], options.crc->first);
-      uint64_t to = std::min(bounds[s + 1], options.crc->second);
-      if (from >= to) continue;
-      crc = zip::crc32_combine(crc, slice_crc[s], to - from);
-    }
-    result.crc32 = crc;
-  }
+  if (options.crc) result.crc32 = crc;
   if (options.sha256) result.sha256 = hasher.finish();
   return result;
 }

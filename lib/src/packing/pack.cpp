@@ -4,8 +4,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cctype>
+#include <chrono>
 #include <set>
 #include <string_view>
 
@@ -46,8 +46,7 @@ void check_options(const PackOptions& options) {
          "--shard-prefix {} must be letters, digits, '.', '_' or '-' (not starting with '.')",
          quote(prefix));
   }
-  if ((is_package_path(options.output) || is_program_path(options.output)) &&
-      s.max_shard_bytes) {
+  if ((is_package_path(options.output) || is_program_path(options.output)) && s.max_shard_bytes) {
     fail(ErrorCode::usage, "--max-shard-bytes applies to directory outputs, not to a {}",
          is_package_path(options.output) ? ".ptn package" : ".pte program");
   }
@@ -59,8 +58,9 @@ namespace {
 
 bool has_extension(const fs::path& path, std::string_view lower) {
   auto extension = path.extension().string();
-  return std::equal(extension.begin(), extension.end(), lower.begin(), lower.end(),
-                    [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+  return std::equal(
+      extension.begin(), extension.end(), lower.begin(), lower.end(),
+      [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
 }
 
 }  // namespace
@@ -90,8 +90,8 @@ void check_output_target(const PackOptions& options, const std::vector<fs::path>
   auto status = fs::symlink_status(options.output, ec);
   if (!fs::exists(status)) {
     // Missing parents are made when the output is written; one that is a file cannot be.
-    for (auto parent = options.output.parent_path(); !parent.empty() && parent != parent.root_path();
-         parent = parent.parent_path()) {
+    for (auto parent = options.output.parent_path();
+         !parent.empty() && parent != parent.root_path(); parent = parent.parent_path()) {
       auto parent_status = fs::status(parent, ec);
       if (fs::exists(parent_status)) {
         if (!fs::is_directory(parent_status)) {
@@ -235,7 +235,7 @@ PackSummary pack_once(const PackOptions& options) {
         options.output, summary.package ? AtomicOutput::Kind::file : AtomicOutput::Kind::directory);
   }
   if (summary.package) {
-    detail::write_package(prepared, options, output.get(), &progress, summary);
+    detail::write_package(prepared, output.get(), &progress, summary);
   } else {
     detail::write_directory(prepared, options, output.get(), &progress, summary);
   }

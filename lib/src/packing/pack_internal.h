@@ -23,8 +23,8 @@ struct PreparedPack {
 
 // Fill `summary` with the plan; when `output` is non-null, also write into its
 // temporary path (the caller commits).
-void write_package(const PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
-                   Progress* progress, PackSummary& summary);
+void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress* progress,
+                   PackSummary& summary);
 void write_directory(const PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
                      Progress* progress, PackSummary& summary);
 

@@ -16,8 +16,8 @@ uint32_t crc_of(const std::string& bytes) {
 
 }  // namespace
 
-void write_package(const PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
-                   Progress* progress, PackSummary& summary) {
+void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress* progress,
+                   PackSummary& summary) {
   const auto& tensors = prepared.tensors;
   auto groups = group_tensors(tensors, DedupRule::dtype_shape_bytes);
   summarize_groups(tensors, groups, summary, progress);
@@ -76,7 +76,6 @@ void write_package(const PreparedPack& prepared, const PackOptions& options, Ato
 
   OutputFile file = output->file();
   StreamOptions stream;
-  stream.jobs = effective_jobs(options.jobs);
   size_t weights_index = 0;
   for (size_t i = 0; i < archive.entries.size(); ++i) {
     if (archive.entries[i].name == "program.safetensors") {

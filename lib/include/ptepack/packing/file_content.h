@@ -31,7 +31,6 @@ struct FileContent {
 struct StreamOptions {
   bool sha256 = false;                               // digest of the whole file
   std::optional<std::pair<uint64_t, uint64_t>> crc;  // CRC-32 of [begin, end)
-  unsigned jobs = 1;  // >1 splits the file into parallel slices (not with sha256)
 };
 
 struct StreamResult {
@@ -40,8 +39,8 @@ struct StreamResult {
 };
 
 // Writes the file's bytes [0, content.size) into `out` in whole chunks (pieces
-// copied, gaps written as zeros), `options.jobs` slices in parallel when no
-// whole-file digest is asked for. Digest and CRC cover exactly those bytes;
+// copied, gaps written as zeros): one thread assembles chunks, one writes them.
+// Digest and CRC cover exactly those bytes;
 // the caller patches headers, then finish()es. Pieces must be sorted and must
 // not overlap (checked: ErrorCode::internal).
 StreamResult write_content(OutputFile& out, const FileContent& content,
