@@ -19,7 +19,8 @@ std::string render_pack_text(const PackSummary& s, bool verbose) {
   std::string out;
   auto line = [&out](const std::string& text) { out += text_line(text); };
   auto more = [&](size_t total) {
-    if (!verbose && total > kListed) line(fmt::format("  ... {} more (-v lists all)", total - kListed));
+    if (!verbose && total > kListed)
+      line(fmt::format("  ... {} more (-v lists all)", total - kListed));
   };
   const bool program_file = !s.programs.empty() && is_program_path(s.output);
   line(fmt::format(
@@ -74,13 +75,13 @@ std::string render_pack_text(const PackSummary& s, bool verbose) {
     }
     more(s.shards.size());
   }
-  line(s.dry_run ? fmt::format("would write: {} bytes{}", s.output_bytes,
-                               s.package || program_file ? "" : " and manifest.json")
-                 : fmt::format("wrote: {} bytes in {:.2f} s ({} read at {}/s)", s.output_bytes,
-                               s.elapsed_seconds, human_bytes(s.logical_bytes),
-                               human_bytes(static_cast<uint64_t>(
-                                   static_cast<double>(s.logical_bytes) /
-                                   std::max(s.elapsed_seconds, 1e-3)))));
+  line(s.dry_run
+           ? fmt::format("would write: {} bytes{}", s.output_bytes,
+                         s.package || program_file ? "" : " and manifest.json")
+           : fmt::format("wrote: {} bytes in {:.2f} s ({} read at {}/s)", s.output_bytes,
+                         s.elapsed_seconds, human_bytes(s.logical_bytes),
+                         human_bytes(static_cast<uint64_t>(static_cast<double>(s.logical_bytes) /
+                                                           std::max(s.elapsed_seconds, 1e-3)))));
   for (const auto& note : s.notes) line("note: " + note);
   return out;
 }
@@ -92,10 +93,10 @@ std::string render_pack_json(const PackSummary& s) {
   j["version"] = 1;
   j["output"] = s.output;
   const bool program_file = !s.programs.empty() && is_program_path(s.output);
-  j["kind"] = artifact_kind_name(s.package        ? ArtifactKind::package
-                                 : program_file   ? ArtifactKind::pte
+  j["kind"] = artifact_kind_name(s.package            ? ArtifactKind::package
+                                 : program_file       ? ArtifactKind::pte
                                  : s.programs.empty() ? ArtifactKind::directory
-                                                  : ArtifactKind::programs);
+                                                      : ArtifactKind::programs);
   j["dry_run"] = s.dry_run;
   ordered methods = ordered::array();
   for (const auto& [method, input] : s.methods)

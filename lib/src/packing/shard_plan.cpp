@@ -211,17 +211,21 @@ std::string oversize_message(const std::vector<StoredTensor>& tensors,
   const uint64_t payload = group_cost(tensors, groups[g], options).payload;
   // The smallest cap every tensor fits alone (only computed on this error path).
   uint64_t smallest = need;
-  for (size_t other = 0; other < groups.size(); ++other) smallest = std::max(smallest, need_of(other));
-  std::string remedies = fmt::format("--max-shard-bytes {} or more (the smallest cap every tensor "
-                                     "fits)", smallest);
+  for (size_t other = 0; other < groups.size(); ++other)
+    smallest = std::max(smallest, need_of(other));
+  std::string remedies = fmt::format(
+      "--max-shard-bytes {} or more (the smallest cap every tensor "
+      "fits)",
+      smallest);
   if (!payload_mode && payload <= cap) {
     remedies += fmt::format(", --cap-mode payload (it has {} payload bytes)", payload);
   }
   remedies += ", or --oversize own-shard (it gets a shard of its own over the cap)";
-  return fmt::format("tensor {} needs {} bytes in a shard ({} mode) but --max-shard-bytes is {}; "
-                     "use {}",
-                     quote(tensors[groups[g].members[0]].key), need,
-                     cap_mode_name(options.cap_mode), cap, remedies);
+  return fmt::format(
+      "tensor {} needs {} bytes in a shard ({} mode) but --max-shard-bytes is {}; "
+      "use {}",
+      quote(tensors[groups[g].members[0]].key), need, cap_mode_name(options.cap_mode), cap,
+      remedies);
 }
 
 }  // namespace
@@ -331,8 +335,7 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
     }
     shards.emplace_back();
     fills.emplace_back();
-    sealed.push_back(!fits_alone ||
-                     (options.max_shard_tensors && *options.max_shard_tensors <= 1));
+    sealed.push_back(!fits_alone || (options.max_shard_tensors && *options.max_shard_tensors <= 1));
     shards.back().groups.push_back(g);
     shards.back().payload_bytes = cost.payload;
     shards.back().size_bound = layout.file_size;
