@@ -225,19 +225,89 @@ def check_disk(workdir, needed, what):
              f"only {free / MIB:.0f} MiB available")
 
 
+def stored_bytes(ptepack, argv):
+    """Bytes a pack stores (its dry run's stored_bytes): the unique bytes it writes."""
+    report = subprocess.run(argv + ["--dry-run", "--json"], check=True, capture_output=True,
+                            text=True).stdout
+    return json.loads(report)["stored_bytes"]
+
+
+def make_unique_file(path, sources, nbytes):
+    """Writes the first `nbytes` of the concatenated `sources` to `path` (untimed): a file as
+    large as the unique bytes a pack writes, for the write and hash terms of the floor."""
+    left = nbytes
+    with open(path, "wb") as out:
+        for source in sources:
+            with open(source, "rb") as handle:
+                while left > 0:
+                    block = handle.read(min(READ_CHUNK, left))
+                    if not block:
+                        break
+                    out.write(block)
+                    left -= len(block)
+    if left > 0:
+        fail(f"{path}: inputs hold fewer than {nbytes} bytes")
+
+
+def floor_cases(inputs, unique, out):
+    """The machine's limit, measured in the same run: read the inputs (cat), and for a file of
+    the unique bytes: read it, copy it (cp, whose cost minus the read is the write), hash it
+    (openssl, one core) and write it durably (dd conv=fsync, as pack ends with fsync)."""
+    copy, synced = os.path.join(out, "floor_cp"), os.path.join(out, "floor_sync.bin")
+    return [
+        Case("cat", ["cat"] + inputs),
+        Case("cat_uniq", ["cat", unique]),
+        Case("cp_uniq", ["cp", "--reflink=never", unique, copy], output=copy,
+             remove_after=(copy,), fresh_dir=copy, writes=True),
+        Case("sha_uniq", ["openssl", "dgst", "-sha256", unique]),
+        Case("sync_uniq", ["dd", f"if={unique}", f"of={synced}", "bs=1M", "conv=fsync",
+                           "status=none"], output=synced, remove_after=(synced,), writes=True),
+    ]
+
+
+def print_floors(results, packs, cpus):
+    """For each pack case: the floor of its job (all CPU work spread over `cpus` cores) and
+    pack's ratio to it, from medians and from fastest runs; and the durable floor, which also
+    waits for the unique bytes to reach the disk. `packs` maps case name to whether the
+    output is shard files (each hashed for its name and the manifest)."""
+    def floor_of(stat, shards):
+        value = {name: result[stat] for name, result in results.items()}
+        write = max(0.0, value["cp_uniq"] - value["cat_uniq"])
+        floor = (value["sha256"] + value["cat"] + write) / cpus
+        if shards:
+            floor += value["sha_uniq"] / cpus
+        return floor, max(floor, value["sync_uniq"])
+
+    print(f"\nfloor (hash all inputs + read them + write the unique bytes, over {cpus} cores; "
+          "shards also hash the unique bytes)\nand durable floor (at least the unique bytes' "
+          "durable write, dd conv=fsync):")
+    print(f"{'case':<10}{'stat':>8}{'pack s':>9}{'floor s':>9}{'ratio':>7}{'durable s':>11}"
+          f"{'ratio':>7}")
+    floors = {}
+    for name, shards in packs.items():
+        floors[name] = {}
+        for stat, label in (("median_wall_s", "median"), ("min_wall_s", "min")):
+            floor, durable = floor_of(stat, shards)
+            wall = results[name][stat]
+            floors[name][label] = {"wall_s": wall, "floor_s": floor, "ratio": wall / floor,
+                                   "durable_floor_s": durable, "durable_ratio": wall / durable}
+            print(f"{name:<10}{label:>8}{wall:>9.3f}{floor:>9.3f}{wall / floor:>7.2f}"
+                  f"{durable:>11.3f}{wall / durable:>7.2f}")
+    return floors
+
+
+
 def run_cases(cases, reps, rotate, verify_argv, ballast=0, idle=None):
     """Runs every case `reps` times, alternating them (rotated each repetition when `rotate`).
     verify_argv(case) gives an untimed check run on each output of the first repetition.
-    Untimed before each run: a ballast refill of `ballast` bytes for cases that write, then,
-    when `idle` = (limit seconds, busy fraction), a wait for an idle machine."""
+    Untimed before each run: when `idle` = (limit seconds, busy fraction), a wait for an idle
+    machine, then a ballast refill of `ballast` bytes for cases that write."""
     for rep in range(reps):
         shift = rep % len(cases) if rotate else 0
         for case in cases[shift:] + cases[:shift]:
             if case.fresh_dir:
                 remove(case.fresh_dir)
                 os.makedirs(case.fresh_dir)
-            if ballast and case.writes:
-                refill_ballast(ballast)
             note = ""
             if idle:
                 waited, busy = wait_idle(*idle)
@@ -245,6 +315,8 @@ def run_cases(cases, reps, rotate, verify_argv, ballast=0, idle=None):
                 case.busy.append(busy)
                 note = f"  (waited {waited:4.1f} s, {100 * busy:3.0f}% busy" + (
                     ", not idle)" if busy >= idle[1] else ")")
+            if ballast and case.writes:
+                refill_ballast(ballast)  # last, so the pages it frees are not handed back yet
             wall, rss, cpu = measure(case.argv)
             case.walls.append(wall)
             case.rss_kib.append(rss)
@@ -288,7 +360,8 @@ def throughput(args, ptepack, workdir, jobs, created):
     data = [os.path.join(directory, m["data"]) for m in report["methods"]]
     input_bytes = sum(os.path.getsize(path) for path in data)
     # One output exists at a time; the largest is cp's copy of every input byte.
-    check_disk(workdir, input_bytes + SLACK_BYTES, "the benchmark outputs")
+    # cp's copy of every input byte, beside the floor's file of the unique bytes.
+    check_disk(workdir, 2 * input_bytes + SLACK_BYTES, "the benchmark outputs")
     out = os.path.join(workdir, "out")
     remove(out)
     created.append(("output", out))
@@ -304,7 +377,12 @@ def throughput(args, ptepack, workdir, jobs, created):
              remove_after=(copy,), fresh_dir=copy, writes=True),
         Case("sha256", ["openssl", "dgst", "-sha256"] + data),
     ]
-    warm_up(programs + data)
+    unique = os.path.join(workdir, "unique.bin")
+    created.append(("output", unique))
+    make_unique_file(unique, data, stored_bytes(ptepack, [ptepack, "pack"] + programs
+                                                + ["-o", ptn]))
+    cases += floor_cases(data, unique, out)
+    warm_up(programs + data + [unique])
     print(f"input: {len(data)} methods, {input_bytes / MIB:.1f} MiB of safetensors, "
           f"shared fraction {report['shared_fraction']:.3f}; {args.reps} repetitions")
 
@@ -313,14 +391,17 @@ def throughput(args, ptepack, workdir, jobs, created):
             return None
         return [ptepack, "verify", case.output]
 
-    run_cases(cases, args.reps, True, verify, args.ballast, idle_of(args))
+    ballast = input_bytes + 64 * MIB if args.ballast is None else args.ballast
+    run_cases(cases, args.reps, True, verify, ballast, idle_of(args))
     results = {case.name: case.summary(input_bytes) for case in cases}
     print_table("medians over repetitions", results, input_bytes)
     ratios, best_ratios = print_ratios(results, (("pack_ptd", "cp"), ("pack_ptd", "sha256"),
                                                  ("pack_ptn", "cp"), ("pack_ptn", "sha256")))
+    floors = print_floors(results, {"pack_ptn": False, "pack_ptd": True}, os.cpu_count())
     return {"mode": "throughput", "model_dir": directory, "input_bytes": input_bytes,
             "input_files": data, "shared_fraction": report["shared_fraction"],
-            "cases": results, "ratios": ratios, "best_ratios": best_ratios}
+            "unique_bytes": os.path.getsize(unique), "cases": results, "ratios": ratios,
+            "best_ratios": best_ratios, "floors": floors}
 
 
 def scaling(args, ptepack, workdir, jobs, created):
@@ -464,7 +545,7 @@ def pte(args, ptepack, workdir, jobs, created):
         report = gen_pte.generate(gen_pte.parse_args(
             gen_argv + ["--out", program, "--report", marker, "--quiet"]))
     input_bytes = os.path.getsize(program)
-    check_disk(workdir, input_bytes + SLACK_BYTES, "the benchmark outputs")
+    check_disk(workdir, 2 * input_bytes + SLACK_BYTES, "the benchmark outputs")
     out = os.path.join(workdir, "out")
     remove(out)
     created.append(("output", out))
@@ -480,9 +561,14 @@ def pte(args, ptepack, workdir, jobs, created):
              remove_after=(copy,), fresh_dir=copy, writes=True),
         Case("sha256", ["openssl", "dgst", "-sha256", program]),
     ]
+    unique = os.path.join(workdir, "unique.bin")
+    created.append(("output", unique))
+    make_unique_file(unique, [program], stored_bytes(ptepack, [ptepack, "pack", program, "-o",
+                                                               whole]))
+    cases += floor_cases([program], unique, out)
     ballast = input_bytes + 64 * MIB if args.ballast is None else args.ballast
     idle = idle_of(args)
-    warm_up([program])
+    warm_up([program, unique])
     print(f"input: {program}, {input_bytes / MIB:.1f} MiB: {report['constants']} constants "
           f"({report['constant_bytes'] / MIB:.1f} MiB) and {report['named_data']} named data "
           f"({report['named_bytes'] / MIB:.1f} MiB), "
@@ -509,10 +595,11 @@ def pte(args, ptepack, workdir, jobs, created):
           + f" (cap {args.max_shard_bytes} for pack_cap)")
     ratios, best_ratios = print_ratios(results, (("pack", "cp"), ("pack", "sha256"),
                                                  ("pack_cap", "cp"), ("pack_cap", "sha256")))
+    floors = print_floors(results, {"pack": True, "pack_cap": True}, os.cpu_count())
     return {"mode": "pte", "model_dir": directory, "input_bytes": input_bytes,
             "input_files": [program], "generator": report, "ballast_bytes": ballast,
-            "cases": results,
-            "ratios": ratios, "best_ratios": best_ratios}
+            "unique_bytes": os.path.getsize(unique), "cases": results,
+            "ratios": ratios, "best_ratios": best_ratios, "floors": floors}
 
 
 def parse_args(argv):
@@ -558,10 +645,11 @@ def parse_args(argv):
                         help="--pte: share of tensors stored as named data (default 0.5)")
     parser.add_argument("--ballast", type=gen_model.parse_size, default=None,
                         help="bytes of memory touched and freed before every timed write "
-                             "(default: the input size + 64MiB with --pte, else 0 = off)")
+                             "(default: the input size + 64MiB; 0 = off; not used by --scaling "
+                             "and --metadata)")
     parser.add_argument("--idle-wait", type=float, default=None,
                         help="seconds to wait at most for an idle machine before every timed "
-                             "command (default 20 with --pte, else 0 = off)")
+                             "command (default 20; 0 with --scaling and --metadata)")
     parser.add_argument("--idle-busy", type=float, default=0.15,
                         help="idle means under this fraction of all CPUs busy over 0.5 s "
                              "(default 0.15)")
@@ -572,9 +660,7 @@ def parse_args(argv):
     if args.size is None:
         args.size = gen_model.parse_size("1GiB" if args.pte else "512MiB")
     if args.idle_wait is None:
-        args.idle_wait = 20.0 if args.pte else 0.0
-    if not args.pte and args.ballast is None:
-        args.ballast = 0
+        args.idle_wait = 0.0 if args.scaling or args.metadata else 20.0
     if args.reps < 1:
         parser.error("--reps must be at least 1")
     if not 0.0 < args.idle_busy <= 1.0 or args.idle_wait < 0:
