@@ -1,4 +1,6 @@
 // ptepack CLI: parse, run one library call, map errors to exit codes in one place.
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -55,8 +57,8 @@ std::string nearest(std::string_view word, const std::vector<std::string>& names
   size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;
   for (const auto& name : names) {
     size_t distance = edit_distance(word, name);
-    bool prefix = name.size() > word.size() && name.compare(0, word.size(), word) == 0 &&
-                  word.size() >= 3;
+    bool prefix =
+        name.size() > word.size() && name.compare(0, word.size(), word) == 0 && word.size() >= 3;
     if (prefix) distance = std::min<size_t>(distance, 1);
     if (distance < best_distance) {
       best_distance = distance;
@@ -97,8 +99,8 @@ std::string explain(const CLI::App& app, const CLI::ParseError& error, int argc,
     sub = find_subcommand(app, word);
     if (sub == nullptr) {
       auto guess = nearest(word, subcommand_names(app));
-      return fmt::format("unknown command '{}'{}\nrun 'ptepack --help' for the commands",
-                         word, guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess));
+      return fmt::format("unknown command '{}'{}\nrun 'ptepack --help' for the commands", word,
+                         guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess));
     }
     for (int k = i + 1; k < argc; ++k) {
       std::string_view option = argv[k];
@@ -108,10 +110,9 @@ std::string explain(const CLI::App& app, const CLI::ParseError& error, int argc,
       auto known = long_options(*sub);
       if (std::find(known.begin(), known.end(), name) != known.end()) continue;
       auto guess = nearest(name, known);
-      return fmt::format("{}: unknown option '{}'{}\nrun 'ptepack {} --help' for its options",
-                         sub->get_name(), name,
-                         guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess),
-                         sub->get_name());
+      return fmt::format(
+          "{}: unknown option '{}'{}\nrun 'ptepack {} --help' for its options", sub->get_name(),
+          name, guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess), sub->get_name());
     }
     break;
   }
@@ -125,13 +126,21 @@ std::string explain(const CLI::App& app, const CLI::ParseError& error, int argc,
 }  // namespace
 
 int main(int argc, char** argv) {
+#if defined(__GLIBC__)
+  // Without fastbins: a many-tensor model allocates and frees millions of small
+  // objects, and consolidating fastbins cost a fifth of pack's CPU time
+  // (docs/performance.md).
+  mallopt(M_MXFAST, 0);
+#endif
   ptepack::install_interrupt_cleanup();
   CLI::App app{"ptepack: pack, inspect and verify multi-method model artifacts", "ptepack"};
   app.require_subcommand(0, 1);
   app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", version_text());
-  app.footer("Run 'ptepack COMMAND --help' for a command's options. Exit codes: 0 ok, 1 verify "
-             "found problems or diff found differences, 2 usage, 3 invalid input, 4 conflict, 5 I/O, 70 internal.");
+  app.footer(
+      "Run 'ptepack COMMAND --help' for a command's options. Exit codes: 0 ok, 1 verify "
+      "found problems or diff found differences, 2 usage, 3 invalid input, 4 conflict, 5 I/O, 70 "
+      "internal.");
   auto pack = ptepack::cli::add_pack(app);
   auto dump = ptepack::cli::add_dump(app);
   auto verify = ptepack::cli::add_verify(app);

@@ -60,9 +60,10 @@ class StrictDomBuilder {
   bool end_object() { return close(); }
   bool end_array() { return close(); }
   bool key(json::string_t& key) {
-    json& object = *stack_.back();
-    if (object.contains(key)) fail_input("{}: duplicate key {}", context_, shown_key(key));
-    slot_ = &object[key];  // std::map nodes stay put while siblings are added
+    auto& members = stack_.back()->get_ref<json::object_t&>();
+    auto [it, fresh] = members.emplace(std::move(key), nullptr);  // one lookup
+    if (!fresh) fail_input("{}: duplicate key {}", context_, shown_key(it->first));
+    slot_ = &it->second;  // std::map nodes stay put while siblings are added
     return true;
   }
   bool parse_error(std::size_t position, const std::string&, const json::exception& ex) {

@@ -11,48 +11,64 @@ namespace {
 
 using ordered = nlohmann::json;
 
+// Where a field is, named only when a message needs it: formatting "tensors[KEY]"
+// for each of a large manifest's keys would cost more than reading them.
+struct Where {
+  Where(const char* text) : base(text) {}         // NOLINT(google-explicit-constructor)
+  Where(const std::string& text) : base(text) {}  // NOLINT(google-explicit-constructor)
+  Where(std::string_view list, const std::string& entry_key) : base(list), key(&entry_key) {}
+  [[nodiscard]] std::string text() const {
+    return key == nullptr ? std::string(base) : fmt::format("{}[{}]", base, quote(*key));
+  }
+  [[nodiscard]] std::string operator+(std::string_view suffix) const {
+    return text() + std::string(suffix);
+  }
+  std::string_view base;
+  const std::string* key = nullptr;
+};
+
 class Reader {
  public:
   explicit Reader(const std::string& context) : context_(context) {}
 
-  [[noreturn]] void bad(std::string_view where, std::string_view what) const {
-    fail_input("{}: manifest field {}: {}", context_, where, what);
+  [[noreturn]] void bad(const Where& where, std::string_view what) const {
+    fail_input("{}: manifest field {}: {}", context_, where.text(), what);
   }
 
-  const nlohmann::json& field(const nlohmann::json& obj, const char* name, std::string_view where) {
+  const nlohmann::json& field(const nlohmann::json& obj, const char* name, const Where& where) {
     if (!obj.is_object()) bad(where, "expected an object");
     auto it = obj.find(name);
-    if (it == obj.end()) bad(fmt::format("{}.{}", where, name), "missing");
+    if (it == obj.end()) bad(fmt::format("{}.{}", where.text(), name), "missing");
     return *it;
   }
 
-  std::string string(const nlohmann::json& obj, const char* name, std::string_view where) {
+  std::string string(const nlohmann::json& obj, const char* name, const Where& where) {
     const auto& v = field(obj, name, where);
-    if (!v.is_string()) bad(fmt::format("{}.{}", where, name), "expected a string");
+    if (!v.is_string()) bad(fmt::format("{}.{}", where.text(), name), "expected a string");
     return v.get<std::string>();
   }
 
-  uint64_t number(const nlohmann::json& obj, const char* name, std::string_view where) {
+  uint64_t number(const nlohmann::json& obj, const char* name, const Where& where) {
     const auto& v = field(obj, name, where);
     if (!v.is_number_unsigned())
-      bad(fmt::format("{}.{}", where, name), "expected an unsigned integer");
+      bad(fmt::format("{}.{}", where.text(), name), "expected an unsigned integer");
     return v.get<uint64_t>();
   }
 
-  std::string file_name(const nlohmann::json& obj, const char* name, std::string_view where) {
+  std::string file_name(const nlohmann::json& obj, const char* name, const Where& where) {
     auto value = string(obj, name, where);
     if (!is_plain_file_name(value)) {
-      bad(fmt::format("{}.{}", where, name),
+      bad(fmt::format("{}.{}", where.text(), name),
           fmt::format("{} is not a plain file name", quote(value)));
     }
     return value;
   }
 
-  std::string digest(const nlohmann::json& obj, const char* name, std::string_view where) {
+  std::string digest(const nlohmann::json& obj, const char* name, const Where& where) {
     auto value = string(obj, name, where);
     bool hex =
         value.size() == 64 && value.find_first_not_of("0123456789abcdef") == std::string::npos;
-    if (!hex) bad(fmt::format("{}.{}", where, name), "expected 64 lowercase hex digits");
+    if (!hex) bad(fmt::format("{}.{}", where.text(), name), "expected 64 lowercase hex digits");
     return value;
   }
 
@@ -195,7 +211,7 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
   if (!tensors.is_object()) r.bad("tensors", "expected an object");
   if (tensors.size() > Limits::max_keys) r.bad("tensors", "too many keys");
   for (const auto& [key, t] : tensors.items()) {
-    auto where = fmt::format("tensors[{}]", quote(key));
+    const Where where("tensors", key);
     ManifestTensor mt;
     mt.shard = r.file_name(t, "shard", where);
     mt.sha256 = r.digest(t, "sha256", where);
@@ -230,7 +246,7 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
       if (!t["opaque"].is_boolean()) r.bad(where + ".opaque", "expected a boolean");
       mt.opaque = t["opaque"].get<bool>();
     }
-    m.tensors.emplace(key, std::move(mt));
+    m.tensors.emplace_hint(m.tensors.end(), key, std::move(mt));  // keys arrive sorted
   }
   const auto& state = r.field(j, "state", "");
   if (!state.is_array()) r.bad("state", "expected an array");
@@ -245,7 +261,7 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
     if (!file.is_string() || !is_plain_file_name(file.get<std::string>())) {
       r.bad(fmt::format("weight_map[{}]", quote(key)), "expected a plain file name");
     }
-    m.weight_map.emplace(key, file.get<std::string>());
+    m.weight_map.emplace_hint(m.weight_map.end(), key, file.get<std::string>());
   }
   return m;
 }

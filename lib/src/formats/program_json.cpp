@@ -17,16 +17,16 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
+#include "program_json.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
 #include "ptepack/formats/program.h"
 #include "ptepack/model/tensor.h"
-#include "program_json.h"
 
 namespace ptepack {
 namespace detail {
@@ -115,8 +115,8 @@ class JsonProgramReader {
   }
 
   static bool is_word_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '+' || c == '-' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '+' || c == '-' || c == '.';
   }
 
   // After a value: ',' (a trailing one before the closer is allowed) or the closer itself.
@@ -161,18 +161,41 @@ class JsonProgramReader {
       if (at_end()) error("unterminated string");
       char e = text_[pos_++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\'': out += '\''; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'x': out += static_cast<char>(hex_digits(2)); break;
-        case 'u': unicode_escape(out); break;
-        default: error_at(pos_ - 2, fmt::format("unknown escape \\{}", shown_char(e)));
+        case '"':
+          out += '"';
+          break;
+        case '\'':
+          out += '\'';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'x':
+          out += static_cast<char>(hex_digits(2));
+          break;
+        case 'u':
+          unicode_escape(out);
+          break;
+        default:
+          error_at(pos_ - 2, fmt::format("unknown escape \\{}", shown_char(e)));
       }
     }
   }
@@ -346,14 +369,37 @@ class JsonProgramReader {
     int64_t low = 0;
     int64_t high = 0;
     switch (base) {
-      case BaseType::BASE_TYPE_CHAR: low = INT8_MIN; high = INT8_MAX; break;
-      case BaseType::BASE_TYPE_UCHAR: case BaseType::BASE_TYPE_UTYPE: low = 0; high = UINT8_MAX; break;
-      case BaseType::BASE_TYPE_SHORT: low = INT16_MIN; high = INT16_MAX; break;
-      case BaseType::BASE_TYPE_USHORT: low = 0; high = UINT16_MAX; break;
-      case BaseType::BASE_TYPE_INT: low = INT32_MIN; high = INT32_MAX; break;
-      case BaseType::BASE_TYPE_UINT: low = 0; high = UINT32_MAX; break;
-      case BaseType::BASE_TYPE_LONG: low = INT64_MIN; high = INT64_MAX; break;
-      default: error_at(at, fmt::format("field {}: unsupported scalar type", quote(field.name)));
+      case BaseType::BASE_TYPE_CHAR:
+        low = INT8_MIN;
+        high = INT8_MAX;
+        break;
+      case BaseType::BASE_TYPE_UCHAR:
+      case BaseType::BASE_TYPE_UTYPE:
+        low = 0;
+        high = UINT8_MAX;
+        break;
+      case BaseType::BASE_TYPE_SHORT:
+        low = INT16_MIN;
+        high = INT16_MAX;
+        break;
+      case BaseType::BASE_TYPE_USHORT:
+        low = 0;
+        high = UINT16_MAX;
+        break;
+      case BaseType::BASE_TYPE_INT:
+        low = INT32_MIN;
+        high = INT32_MAX;
+        break;
+      case BaseType::BASE_TYPE_UINT:
+        low = 0;
+        high = UINT32_MAX;
+        break;
+      case BaseType::BASE_TYPE_LONG:
+        low = INT64_MIN;
+        high = INT64_MAX;
+        break;
+      default:
+        error_at(at, fmt::format("field {}: unsupported scalar type", quote(field.name)));
     }
     if (value < low || value > high) {
       error_at(at, fmt::format("field {}: {} does not fit in a {}-bit field", quote(field.name),
@@ -442,12 +488,17 @@ class JsonProgramReader {
     expect('[');
     Nesting nesting(*this);
     switch (element.base_type) {
-      case BaseType::BASE_TYPE_BOOL: case BaseType::BASE_TYPE_UCHAR:
+      case BaseType::BASE_TYPE_BOOL:
+      case BaseType::BASE_TYPE_UCHAR:
         return scalar_list<uint8_t>(field, element);
-      case BaseType::BASE_TYPE_CHAR: return scalar_list<int8_t>(field, element);
-      case BaseType::BASE_TYPE_INT: return scalar_list<int32_t>(field, element);
-      case BaseType::BASE_TYPE_LONG: return scalar_list<int64_t>(field, element);
-      case BaseType::BASE_TYPE_DOUBLE: return scalar_list<double>(field, element);
+      case BaseType::BASE_TYPE_CHAR:
+        return scalar_list<int8_t>(field, element);
+      case BaseType::BASE_TYPE_INT:
+        return scalar_list<int32_t>(field, element);
+      case BaseType::BASE_TYPE_LONG:
+        return scalar_list<int64_t>(field, element);
+      case BaseType::BASE_TYPE_DOUBLE:
+        return scalar_list<double>(field, element);
       case BaseType::BASE_TYPE_STRING:
       case BaseType::BASE_TYPE_STRUCT: {
         size_t base = offsets_.size();
@@ -489,8 +540,8 @@ class JsonProgramReader {
   flatbuffers::uoffset_t union_value(const FieldDef& field, uint64_t tag) {
     const auto* member = field.value.type.enum_def->ReverseLookup(static_cast<int64_t>(tag));
     if (member == nullptr || tag == 0 || member->union_type.struct_def == nullptr) {
-      error(fmt::format("field {}: union type {} has no table for a value", quote(field.name),
-                        tag));
+      error(
+          fmt::format("field {}: union type {} has no table for a value", quote(field.name), tag));
     }
     return table(*member->union_type.struct_def);
   }
@@ -524,14 +575,28 @@ class JsonProgramReader {
     (void)scalar_token();
   }
 
+  // The field called name + suffix. A scan of the table's few fields: no string
+  // is built and no map walked for each of the millions of fields a program names.
+  static const FieldDef* field_named(const StructDef& def, std::string_view name,
+                                     std::string_view suffix = {}) {
+    for (const FieldDef* field : def.fields.vec) {
+      std::string_view n = field->name;
+      if (n.size() == name.size() + suffix.size() && n.substr(0, name.size()) == name &&
+          n.substr(name.size()) == suffix) {
+        return field;
+      }
+    }
+    return nullptr;
+  }
+
   static const FieldDef* field_for_union(const StructDef& table_def, const FieldDef& type_field) {
-    const std::string suffix = flatbuffers::UnionTypeFieldSuffix();
-    std::string name = type_field.name.substr(0, type_field.name.size() - suffix.size());
-    return table_def.fields.Lookup(name);
+    std::string_view suffix = flatbuffers::UnionTypeFieldSuffix();
+    std::string_view name = type_field.name;
+    return field_named(table_def, name.substr(0, name.size() - suffix.size()));
   }
 
   static const FieldDef* type_field_for(const StructDef& table_def, const FieldDef& union_field) {
-    return table_def.fields.Lookup(union_field.name + flatbuffers::UnionTypeFieldSuffix());
+    return field_named(table_def, union_field.name, flatbuffers::UnionTypeFieldSuffix());
   }
 
   Given* find_given(size_t base, const FieldDef* field) {
@@ -549,7 +614,7 @@ class JsonProgramReader {
       do {
         size_t name_at = (skip_space(), pos_);
         std::string_view name = field_name();
-        const FieldDef* field = def.fields.Lookup(std::string(name));
+        const FieldDef* field = field_named(def, name);
         if (field == nullptr || field->deprecated) {
           error_at(name_at, fmt::format("unknown field {} in table {}", quote(name.substr(0, 64)),
                                         def.name));
@@ -573,8 +638,8 @@ class JsonProgramReader {
     }
     for (const FieldDef* field : def.fields.vec) {
       if (field->IsRequired() && find_given(base, field) == nullptr) {
-        error(fmt::format("required field {} is missing in table {}", quote(field->name),
-                          def.name));
+        error(
+            fmt::format("required field {} is missing in table {}", quote(field->name), def.name));
       }
     }
     auto start = builder_.StartTable();
@@ -589,11 +654,15 @@ class JsonProgramReader {
     const auto& type = field.value.type;
     Given given{&field};
     switch (type.base_type) {
-      case BaseType::BASE_TYPE_STRING: given.offset = string_value(field); break;
-      case BaseType::BASE_TYPE_VECTOR: given.offset = list(field); break;
+      case BaseType::BASE_TYPE_STRING:
+        given.offset = string_value(field);
+        break;
+      case BaseType::BASE_TYPE_VECTOR:
+        given.offset = list(field);
+        break;
       case BaseType::BASE_TYPE_STRUCT:
-        if (type.struct_def->fixed) error(fmt::format("field {}: structs are not supported",
-                                                      quote(field.name)));
+        if (type.struct_def->fixed)
+          error(fmt::format("field {}: structs are not supported", quote(field.name)));
         given.offset = table(*type.struct_def);
         break;
       case BaseType::BASE_TYPE_UNION: {
@@ -626,7 +695,9 @@ class JsonProgramReader {
         }
         return;
       }
-      default: given.bits = scalar(field, type, type.base_type); break;
+      default:
+        given.bits = scalar(field, type, type.base_type);
+        break;
     }
     given_.push_back(given);
   }
@@ -642,10 +713,18 @@ class JsonProgramReader {
       return;
     }
     switch (flatbuffers::SizeOf(base)) {
-      case 1: builder_.AddElement<uint8_t>(slot, static_cast<uint8_t>(given.bits), 0); break;
-      case 2: builder_.AddElement<uint16_t>(slot, static_cast<uint16_t>(given.bits), 0); break;
-      case 4: builder_.AddElement<uint32_t>(slot, static_cast<uint32_t>(given.bits), 0); break;
-      default: builder_.AddElement<uint64_t>(slot, given.bits, 0); break;
+      case 1:
+        builder_.AddElement<uint8_t>(slot, static_cast<uint8_t>(given.bits), 0);
+        break;
+      case 2:
+        builder_.AddElement<uint16_t>(slot, static_cast<uint16_t>(given.bits), 0);
+        break;
+      case 4:
+        builder_.AddElement<uint32_t>(slot, static_cast<uint32_t>(given.bits), 0);
+        break;
+      default:
+        builder_.AddElement<uint64_t>(slot, given.bits, 0);
+        break;
     }
   }
 

@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "ptepack/base/error.h"
 #include "ptepack/model/program_walk.h"
@@ -122,17 +125,20 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
   std::vector<std::string> decl_problems;
 
   // Rules 2-4: rename every reference; detect collisions within an input.
-  std::map<std::string, Binding> bound;  // final key -> data source
-  std::set<std::string> needs_data;      // final keys read as tensors
-  std::set<std::string> declared_state;  // state keys a constant or MutableBufferSpec declares
+  // Hashed: a program can hold hundreds of thousands of keys with long common prefixes.
+  std::unordered_map<std::string, Binding> bound;  // final key -> data source
+  std::vector<std::string> needs_data;             // final keys read as tensors
+  std::unordered_set<std::string>
+      declared_state;  // state keys a constant or MutableBufferSpec declares
   std::vector<std::pair<std::string, std::string>> mutation_targets;  // (input: method, final key)
   for (size_t input_index = 0; input_index < inputs.size(); ++input_index) {
     auto& input = inputs[input_index];
-    std::map<std::string, std::pair<std::string, std::string>> origin;  // final -> (method, key)
-    std::set<std::string> used_source_keys;
+    std::unordered_map<std::string, std::pair<std::string, std::string>>
+        origin;                                             // final -> (method, key)
+    std::unordered_set<std::string_view> used_source_keys;  // views of input.data's keys
     for (auto& method : input.program->methods) {
       const std::string method_name = method->name;
-      std::set<std::string> renamed_here;
+      std::unordered_set<std::string> renamed_here;
       buffer_decls.add_method(*method, out.state, state_key, decl_problems);
       if (!decl_problems.empty())
         throw Error(ErrorCode::conflict, input.name + ": " + decl_problems.front());
@@ -143,17 +149,19 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
         auto problem = constant_data_problem(*c, it->second, method_name, input.name);
         if (!problem.empty()) throw Error(ErrorCode::invalid_input, problem);
       }
+      std::unordered_map<std::string_view, const nb::TensorValueT*> value_named;
+      if (!method->mutable_buffers.empty()) {
+        for (const auto& tv : method->graph->tensor_values) value_named.emplace(tv->name, tv.get());
+      }
       for (const auto& buffer : method->mutable_buffers) {
         auto it = input.data.find(buffer->fqn);
-        if (it == input.data.end()) continue;
-        for (const auto& tv : method->graph->tensor_values) {
-          if (tv->name != buffer->name) continue;
-          auto problem = tensor_data_problem(
-              *tv->meta, it->second,
-              fmt::format("{}: method {}: mutable buffer {} (key {})", input.name,
-                          quote(method_name), quote(buffer->name), quote(buffer->fqn)));
-          if (!problem.empty()) throw Error(ErrorCode::invalid_input, problem);
-        }
+        auto tv = value_named.find(buffer->name);
+        if (it == input.data.end() || tv == value_named.end()) continue;
+        auto problem = tensor_data_problem(
+            *tv->second->meta, it->second,
+            fmt::format("{}: method {}: mutable buffer {} (key {})", input.name, quote(method_name),
+                        quote(buffer->name), quote(buffer->fqn)));
+        if (!problem.empty()) throw Error(ErrorCode::invalid_input, problem);
       }
       for_each_tensor_meta(*method, [&](const nb::TensorMetaT& meta, const std::string& name) {
         auto found = quant_data_problems(meta, name, input.data, method_name, input.name);
@@ -169,7 +177,7 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
         }
         bool tensor_role =
             role == KeyRole::constant || role == KeyRole::scale || role == KeyRole::zero_point;
-        if (tensor_role) needs_data.insert(final_name);
+        if (tensor_role) needs_data.push_back(final_name);
         if (mut && (role == KeyRole::constant || role == KeyRole::mutable_buffer))
           declared_state.insert(final_name);
         if (role == KeyRole::mutation_target) {
@@ -178,7 +186,7 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
         }
         auto data = input.data.find(key);
         if (data != input.data.end()) {
-          used_source_keys.insert(key);
+          used_source_keys.insert(data->first);
           auto [b, first] =
               bound.emplace(final_name, Binding{data->second, input_index, method_name});
           if (!first && b->second.input != input_index) {
@@ -219,11 +227,13 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
           where, quote(key));
     }
   }
+  const std::string* unbound = nullptr;  // the smallest, so the message never depends on order
   for (const auto& key : needs_data) {
-    if (!bound.count(key)) {
-      fail_input("{}: state key {} is read as a tensor but no input provides its data",
-                 inputs.front().name, quote(key));
-    }
+    if (!bound.count(key) && (unbound == nullptr || key < *unbound)) unbound = &key;
+  }
+  if (unbound != nullptr) {
+    fail_input("{}: state key {} is read as a tensor but no input provides its data",
+               inputs.front().name, quote(*unbound));
   }
 
   for (auto& [key, binding] : bound) out.tensors.emplace(key, std::move(binding.data));

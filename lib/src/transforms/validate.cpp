@@ -2,7 +2,8 @@
 #include "ptepack/transforms/validate.h"
 
 #include <map>
-#include <set>
+#include <string_view>
+#include <unordered_set>
 
 #include <fmt/ranges.h>
 
@@ -10,6 +11,11 @@
 
 namespace ptepack {
 namespace {
+
+// Names of one graph scope. Views into the method being checked (and the
+// binding list built for it), which outlive every checker; hashed, because a
+// method can hold hundreds of thousands of names with long common prefixes.
+using NameSet = std::unordered_set<std::string_view>;
 
 class ScopeChecker {
  public:
@@ -24,8 +30,8 @@ class ScopeChecker {
         report("duplicate SSA name {} among inputs and bindings", name);
     }
     collect_definitions(graph);
-    std::set<std::string> defined(bound_.begin(), bound_.end());
-    std::set<std::string> node_names;
+    NameSet defined(bound_.begin(), bound_.end());
+    NameSet node_names;
     for (const auto& node : graph.nodes) {
       if (!node_names.insert(node->name).second) report("duplicate node name {}", node->name);
       if (node->op_kind == nb::OpKind::PLACEHOLDER) {
@@ -42,7 +48,7 @@ class ScopeChecker {
     for (const auto& name : graph.outputs) {
       if (!defined.count(name)) report("graph output {} is not defined", name);
     }
-    std::set<std::string> described;
+    NameSet described;
     for (const auto& tv : graph.tensor_values) {
       if (!described.insert(tv->name).second) report("duplicate tensor_values entry {}", tv->name);
       if (!defined.count(tv->name)) report("tensor_values entry {} names no value", tv->name);
@@ -85,11 +91,11 @@ class ScopeChecker {
     }
   }
 
-  void define(const std::string& name, std::set<std::string>& defined) {
+  void define(const std::string& name, NameSet& defined) {
     if (!defined.insert(name).second) report("duplicate SSA name {}", name);
   }
 
-  void use(const nb::NodeT& node, const std::string& name, const std::set<std::string>& defined,
+  void use(const nb::NodeT& node, const std::string& name, const NameSet& defined,
            std::string_view what) {
     if (defined.count(name)) return;
     if (all_definitions_.count(name)) {
@@ -100,8 +106,8 @@ class ScopeChecker {
     }
   }
 
-  void check_argument(const nb::NodeT& node, const nb::ArgumentT& arg,
-                      const std::set<std::string>& defined, int depth) {
+  void check_argument(const nb::NodeT& node, const nb::ArgumentT& arg, const NameSet& defined,
+                      int depth) {
     const auto& v = arg.value;
     switch (v.type) {
       case nb::ArgumentValue::TensorArg:
@@ -155,10 +161,10 @@ class ScopeChecker {
 
   std::vector<std::string>& problems_;
   std::string where_;
-  std::set<std::string> bound_;
-  std::set<std::string> all_definitions_;
-  std::set<std::string> defined_;
-  std::set<std::string> described_;
+  NameSet bound_;
+  NameSet all_definitions_;
+  NameSet defined_;
+  NameSet described_;
 };
 
 }  // namespace

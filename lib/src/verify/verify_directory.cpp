@@ -176,11 +176,10 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
       }
       std::vector<uint8_t> buffer(kChunkBytes);
       Sha256 hasher;
-      for_each_chunk(ByteRange{file, 0, file->size()}, buffer,
-                     [&](std::span<const uint8_t> c) {
-                       hasher.update(c);
-                       if (options.progress != nullptr) options.progress->add_hashed(c.size());
-                     });
+      for_each_chunk(ByteRange{file, 0, file->size()}, buffer, [&](std::span<const uint8_t> c) {
+        hasher.update(c);
+        if (options.progress != nullptr) options.progress->add_hashed(c.size());
+      });
       auto hex = to_hex(hasher.finish());
       if (hex != s.sha256)
         out.push_back(
@@ -240,10 +239,10 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   std::vector<std::string> hashed_keys;
   std::vector<ByteRange> ranges;
   for (const auto& [key, t] : m.tensors) {
-    auto where = fmt::format("{}: tensor {}", mname, quote(key));
+    auto where = [&] { return fmt::format("{}: tensor {}", mname, quote(key)); };
     auto si = shard_index.find(t.shard);
     if (si == shard_index.end()) {
-      problems.push_back(fmt::format("{}: shard {} is not listed", where, t.shard));
+      problems.push_back(fmt::format("{}: shard {} is not listed", where(), t.shard));
       continue;
     }
     const auto& c = contents[si->second];
@@ -255,12 +254,12 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
       if (auto o = c.tensors.find(*t.alias_of); o != c.tensors.end()) found = &o->second;
     }
     if (found == nullptr) {
-      problems.push_back(fmt::format("{}: not readable from {}", where, t.shard));
+      problems.push_back(fmt::format("{}: not readable from {}", where(), t.shard));
       continue;
     }
     if (found->dtype != t.dtype || found->shape != t.shape || found->bytes.size != t.nbytes) {
       problems.push_back(
-          fmt::format("{}: manifest says {} [{}] {} bytes but {} holds {} [{}] {} bytes", where,
+          fmt::format("{}: manifest says {} [{}] {} bytes but {} holds {} [{}] {} bytes", where(),
                       dtype_name(t.dtype), fmt::join(t.shape, ", "), t.nbytes, t.shard,
                       dtype_name(found->dtype), fmt::join(found->shape, ", "), found->bytes.size));
     }
@@ -268,15 +267,15 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
       auto owner = m.tensors.find(*t.alias_of);
       if (owner == m.tensors.end() || owner->second.alias_of) {
         problems.push_back(
-            fmt::format("{}: alias_of {} is not a stored owner", where, quote(*t.alias_of)));
+            fmt::format("{}: alias_of {} is not a stored owner", where(), quote(*t.alias_of)));
       } else if (owner->second.sha256 != t.sha256 || owner->second.shard != t.shard ||
                  !(key > *t.alias_of)) {
         problems.push_back(fmt::format("{}: alias_of {} disagrees (digest, shard or owner order)",
-                                       where, quote(*t.alias_of)));
+                                       where(), quote(*t.alias_of)));
       }
       if (t.is_mutable)
         problems.push_back(
-            fmt::format("{}: state key is an alias (state is never deduplicated)", where));
+            fmt::format("{}: state key is an alias (state is never deduplicated)", where()));
     }
     data.emplace(key, *found);
     hashed_keys.push_back(key);
