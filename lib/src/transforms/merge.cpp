@@ -118,7 +118,11 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
       });
     }
   }
-  auto is_mutable = [&](const std::string& key) { return out.state.count(state_key(key)) > 0; };
+  const std::unordered_set<std::string> state_keys(out.state.begin(), out.state.end());
+  auto is_mutable = [&](const std::string& key) {
+    return starts_with(key, kStatePrefix) ? state_keys.count(key) > 0
+                                          : state_keys.count(std::string(kStatePrefix) + key) > 0;
+  };
 
   // Mutable buffers must agree on dtype and shape across methods.
   BufferDeclarations buffer_decls;
@@ -128,13 +132,12 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
   // Hashed: a program can hold hundreds of thousands of keys with long common prefixes.
   std::unordered_map<std::string, Binding> bound;  // final key -> data source
   std::vector<std::string> needs_data;             // final keys read as tensors
-  std::unordered_set<std::string>
-      declared_state;  // state keys a constant or MutableBufferSpec declares
+  // State keys a constant or MutableBufferSpec declares.
+  std::unordered_set<std::string> declared_state;
   std::vector<std::pair<std::string, std::string>> mutation_targets;  // (input: method, final key)
   for (size_t input_index = 0; input_index < inputs.size(); ++input_index) {
     auto& input = inputs[input_index];
-    std::unordered_map<std::string, std::pair<std::string, std::string>>
-        origin;                                             // final -> (method, key)
+    std::unordered_map<std::string, std::string> origin;    // final key -> source key
     std::unordered_set<std::string_view> used_source_keys;  // views of input.data's keys
     for (auto& method : input.program->methods) {
       const std::string method_name = method->name;
@@ -170,10 +173,10 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
       for_each_data_key(*method, [&](std::string& key, KeyRole role) {
         bool mut = is_mutable(key);
         std::string final_name = final_key(method_name, key, mut);
-        auto [o, fresh] = origin.emplace(final_name, std::make_pair(method_name, key));
-        if (!fresh && o->second.second != key) {
+        auto [o, fresh] = origin.emplace(final_name, key);
+        if (!fresh && o->second != key) {
           fail(ErrorCode::conflict, "{}: method {}: keys {} and {} both become {}", input.name,
-               quote(method_name), quote(o->second.second), quote(key), quote(final_name));
+               quote(method_name), quote(o->second), quote(key), quote(final_name));
         }
         bool tensor_role =
             role == KeyRole::constant || role == KeyRole::scale || role == KeyRole::zero_point;
