@@ -239,7 +239,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   std::vector<std::string> hashed_keys;
   std::vector<ByteRange> ranges;
   for (const auto& [key, t] : m.tensors) {
-    auto where = [&] { return fmt::format("{}: tensor {}", mname, quote(key)); };
+    auto where = [&, &k = key] { return fmt::format("{}: tensor {}", mname, quote(k)); };
     auto si = shard_index.find(t.shard);
     if (si == shard_index.end()) {
       problems.push_back(fmt::format("{}: shard {} is not listed", where(), t.shard));
