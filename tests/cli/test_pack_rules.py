@@ -266,6 +266,34 @@ def method_rename_of_a_multi_method_input_is_a_usage_error(ctx):
     ctx.check(not os.path.exists(out) and not temp_leftovers(directory), "output written")
 
 
+@suite.test
+def the_first_failing_input_is_reported_at_any_jobs_count(ctx):
+    # Inputs load in parallel; the error shown must still be the first input's on the
+    # command line, whichever thread failed first, and nothing is written.
+    directory = ctx.mkdir("inputs")
+    broken = os.path.join(directory, "broken.json")
+    with open(broken, "w", encoding="utf-8") as handle:
+        handle.write('{"version": "1", "methods": [')  # truncated JSON
+    missing = os.path.join(directory, "missing.json")
+    good = os.path.join(ctx.data, "two_methods.json")
+    out_dir = ctx.mkdir("out")
+    out = os.path.join(out_dir, "x.ptn")
+    for jobs in ("1", "2", "4"):
+        for first, second, code in ((broken, missing, 3), (missing, broken, 5),
+                                    (good, broken, 3)):
+            result = ctx.run("pack", "-j", jobs, first, second, "-o", out)
+            what = f"-j {jobs}: {os.path.basename(first)} then {os.path.basename(second)}"
+            ctx.code(result, code, what)
+            failing = first if first != good else second
+            other = second if failing == first else first
+            ctx.check(os.path.basename(failing) in result.err and
+                      os.path.basename(other) not in result.err,
+                      f"{what}: error does not name only {os.path.basename(failing)}: "
+                      f"{result.err!r}")
+            ctx.check(not os.path.exists(out) and not temp_leftovers(out_dir),
+                      f"{what}: output written")
+
+
 def rename_keys(programs, datas, rename):
     """Applies rename(stem, key) to every data key of both fixtures, in graph and data."""
     for stem in STEMS:

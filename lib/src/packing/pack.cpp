@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <exception>
 #include <set>
 #include <string_view>
 
@@ -167,9 +168,25 @@ PackSummary pack_once(const PackOptions& options) {
   std::vector<MergeInput> merge_inputs;
   std::vector<fs::path> input_paths;
   PackSummary summary;
-  for (const auto& text : options.inputs) {
-    auto spec = parse_input_spec(text);
-    auto artifact = load_artifact(spec.path, spec.data);
+  // Inputs are read and checked on `-j` threads, each alone (most of a
+  // many-tensor pack is parsing its programs); their errors are then raised in
+  // command-line order, so the first failing input is the one reported, as when
+  // they are loaded one after another.
+  std::vector<InputSpec> specs(options.inputs.size());
+  std::vector<Artifact> loaded(options.inputs.size());
+  std::vector<std::exception_ptr> errors(options.inputs.size());
+  parallel_for(options.inputs.size(), effective_jobs(options.jobs), [&](size_t i) {
+    try {
+      specs[i] = parse_input_spec(options.inputs[i]);
+      loaded[i] = load_artifact(specs[i].path, specs[i].data);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  });
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    if (errors[i]) std::rethrow_exception(errors[i]);
+    const auto& spec = specs[i];
+    auto& artifact = loaded[i];
     if (!artifact.pte_programs.empty()) {
       fail(ErrorCode::usage,
            "{}: .pte programs cannot be packed together with program graphs (a directory of "
