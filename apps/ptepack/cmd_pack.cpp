@@ -52,7 +52,7 @@ Action add_pack(CLI::App& app) {
       ->required()
       ->default_str("");
   cmd->add_option("-j,--jobs", args->options.jobs,
-                  "Threads for hashing and writing (default: all cores)");
+                  "Threads for reading inputs, hashing and writing (default: all cores)");
   cmd->add_option("--max-shard-bytes", args->max_shard_bytes,
                   "Cap per shard, e.g. 256MiB, 1.5GB, '64 kb' (K/M/G/T: powers of 1000, "
                   "KiB/MiB/GiB/TiB: powers of 1024; default: no cap)");
