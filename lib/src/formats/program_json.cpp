@@ -20,6 +20,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "program_json.h"
@@ -315,6 +317,30 @@ class JsonProgramReader {
                              wanted));
   }
 
+  // The values an integer field of type `base` holds; none for other types.
+  static std::optional<std::pair<int64_t, int64_t>> integer_range(BaseType base) {
+    using Range = std::pair<int64_t, int64_t>;
+    switch (base) {
+      case BaseType::BASE_TYPE_CHAR:
+        return Range{INT8_MIN, INT8_MAX};
+      case BaseType::BASE_TYPE_UCHAR:
+      case BaseType::BASE_TYPE_UTYPE:
+        return Range{0, UINT8_MAX};
+      case BaseType::BASE_TYPE_SHORT:
+        return Range{INT16_MIN, INT16_MAX};
+      case BaseType::BASE_TYPE_USHORT:
+        return Range{0, UINT16_MAX};
+      case BaseType::BASE_TYPE_INT:
+        return Range{INT32_MIN, INT32_MAX};
+      case BaseType::BASE_TYPE_UINT:
+        return Range{0, UINT32_MAX};
+      case BaseType::BASE_TYPE_LONG:
+        return Range{INT64_MIN, INT64_MAX};
+      default:
+        return std::nullopt;
+    }
+  }
+
   // The bits of one scalar of `type` (the field or list element) as the builder stores it.
   uint64_t scalar(const FieldDef& field, const flatbuffers::Type& type, BaseType base) {
     size_t at = (skip_space(), pos_);
@@ -351,12 +377,13 @@ class JsonProgramReader {
       if (text == "false" || text == "0") return 0;
       bad_scalar(at, field, text, "a boolean (true, false, 1 or 0)");
     }
+    auto too_wide = [&] {
+      error_at(at, fmt::format("field {}: {} does not fit in a {}-bit field", quote(field.name),
+                               escaped(text.substr(0, 64)), flatbuffers::SizeOf(base) * 8));
+    };
     int64_t value = 0;
     if (!integer_of(text, value)) {
-      if (looks_integral(text)) {
-        error_at(at, fmt::format("field {}: {} does not fit in a {}-bit field", quote(field.name),
-                                 escaped(text.substr(0, 64)), flatbuffers::SizeOf(base) * 8));
-      }
+      if (looks_integral(text)) too_wide();
       const auto* enum_def = type.enum_def;
       const auto* named = enum_def != nullptr ? enum_def->Lookup(std::string(text)) : nullptr;
       if (named == nullptr) {
@@ -366,45 +393,9 @@ class JsonProgramReader {
       }
       value = named->GetAsInt64();
     }
-    int64_t low = 0;
-    int64_t high = 0;
-    switch (base) {
-      case BaseType::BASE_TYPE_CHAR:
-        low = INT8_MIN;
-        high = INT8_MAX;
-        break;
-      case BaseType::BASE_TYPE_UCHAR:
-      case BaseType::BASE_TYPE_UTYPE:
-        low = 0;
-        high = UINT8_MAX;
-        break;
-      case BaseType::BASE_TYPE_SHORT:
-        low = INT16_MIN;
-        high = INT16_MAX;
-        break;
-      case BaseType::BASE_TYPE_USHORT:
-        low = 0;
-        high = UINT16_MAX;
-        break;
-      case BaseType::BASE_TYPE_INT:
-        low = INT32_MIN;
-        high = INT32_MAX;
-        break;
-      case BaseType::BASE_TYPE_UINT:
-        low = 0;
-        high = UINT32_MAX;
-        break;
-      case BaseType::BASE_TYPE_LONG:
-        low = INT64_MIN;
-        high = INT64_MAX;
-        break;
-      default:
-        error_at(at, fmt::format("field {}: unsupported scalar type", quote(field.name)));
-    }
-    if (value < low || value > high) {
-      error_at(at, fmt::format("field {}: {} does not fit in a {}-bit field", quote(field.name),
-                               escaped(text.substr(0, 64)), flatbuffers::SizeOf(base) * 8));
-    }
+    auto range = integer_range(base);
+    if (!range) error_at(at, fmt::format("field {}: unsupported scalar type", quote(field.name)));
+    if (value < range->first || value > range->second) too_wide();
     return static_cast<uint64_t>(value);
   }
 
