@@ -119,10 +119,7 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
     }
   }
   const std::unordered_set<std::string> state_keys(out.state.begin(), out.state.end());
-  auto is_mutable = [&](const std::string& key) {
-    return starts_with(key, kStatePrefix) ? state_keys.count(key) > 0
-                                          : state_keys.count(std::string(kStatePrefix) + key) > 0;
-  };
+  auto is_mutable = [&](const std::string& key) { return state_keys.count(state_key(key)) > 0; };
 
   // Mutable buffers must agree on dtype and shape across methods.
   BufferDeclarations buffer_decls;
