@@ -7,4 +7,5 @@ set(PTEPACK_FUZZ_TARGETS
   ptd
   pte
   zip
-  manifest)
+  manifest
+  json_document)

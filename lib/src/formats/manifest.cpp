@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ptepack/base/error.h"
+#include "json_document.h"
 #include "ptepack/formats/json_util.h"
 
 namespace ptepack {
@@ -35,27 +36,27 @@ class Reader {
     fail_input("{}: manifest field {}: {}", context_, where.text(), what);
   }
 
-  const nlohmann::json& field(const nlohmann::json& obj, const char* name, const Where& where) {
+  const JsonValue& field(const JsonValue& obj, const char* name, const Where& where) {
     if (!obj.is_object()) bad(where, "expected an object");
-    auto it = obj.find(name);
-    if (it == obj.end()) bad(fmt::format("{}.{}", where.text(), name), "missing");
-    return *it;
+    const auto* found = obj.find(name);
+    if (found == nullptr) bad(fmt::format("{}.{}", where.text(), name), "missing");
+    return *found;
   }
 
-  std::string string(const nlohmann::json& obj, const char* name, const Where& where) {
+  std::string string(const JsonValue& obj, const char* name, const Where& where) {
     const auto& v = field(obj, name, where);
     if (!v.is_string()) bad(fmt::format("{}.{}", where.text(), name), "expected a string");
-    return v.get<std::string>();
+    return std::string(v.text());
   }
 
-  uint64_t number(const nlohmann::json& obj, const char* name, const Where& where) {
+  uint64_t number(const JsonValue& obj, const char* name, const Where& where) {
     const auto& v = field(obj, name, where);
     if (!v.is_number_unsigned())
       bad(fmt::format("{}.{}", where.text(), name), "expected an unsigned integer");
-    return v.get<uint64_t>();
+    return v.unsigned_value();
   }
 
-  std::string file_name(const nlohmann::json& obj, const char* name, const Where& where) {
+  std::string file_name(const JsonValue& obj, const char* name, const Where& where) {
     auto value = string(obj, name, where);
     if (!is_plain_file_name(value)) {
       bad(fmt::format("{}.{}", where.text(), name),
@@ -64,7 +65,7 @@ class Reader {
     return value;
   }
 
-  std::string digest(const nlohmann::json& obj, const char* name, const Where& where) {
+  std::string digest(const JsonValue& obj, const char* name, const Where& where) {
     auto value = string(obj, name, where);
     bool hex =
         value.size() == 64 && value.find_first_not_of("0123456789abcdef") == std::string::npos;
@@ -136,7 +137,8 @@ std::string manifest_to_json(const Manifest& m) {
 }
 
 Manifest parse_manifest(std::string_view text, const std::string& context) {
-  nlohmann::json j = parse_json_strict(text, context);
+  const JsonDocument doc(text, context);
+  const JsonValue& j = doc.root();
   Reader r(context);
   Manifest m;
   if (r.string(j, "format", "") != kManifestFormat)
@@ -145,13 +147,14 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
   if (version != kManifestVersion && version != kManifestProgramsVersion)
     r.bad("version", "unsupported version (expected 1 or 2)");
   m.version = static_cast<int>(version);
-  auto strings = [&](const nlohmann::json& obj, const char* name, const std::string& where) {
+  auto strings = [&](const JsonValue& obj, const char* name, const Where& where) {
     const auto& list = r.field(obj, name, where);
-    if (!list.is_array()) r.bad(where + "." + name, "expected an array");
+    if (!list.is_array()) r.bad(where + (std::string(".") + name), "expected an array");
     std::vector<std::string> out;
-    for (const auto& k : list) {
-      if (!k.is_string()) r.bad(where + "." + name, "expected strings");
-      out.push_back(k.get<std::string>());
+    out.reserve(list.array().size());
+    for (const auto& k : list.array()) {
+      if (!k.is_string()) r.bad(where + (std::string(".") + name), "expected strings");
+      out.emplace_back(k.text());
     }
     return out;
   };
@@ -162,19 +165,21 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
     m.program.size = r.number(program, "size", "program");
   } else {
     const auto& programs = r.field(j, "programs", "");
-    if (!programs.is_array() || programs.empty()) r.bad("programs", "expected a non-empty array");
-    for (size_t i = 0; i < programs.size(); ++i) {
+    if (!programs.is_array() || programs.array().empty())
+      r.bad("programs", "expected a non-empty array");
+    for (size_t i = 0; i < programs.array().size(); ++i) {
+      const auto& entry = programs.array()[i];
       auto where = fmt::format("programs[{}]", i);
       ManifestProgramEntry p;
-      p.file = r.file_name(programs[i], "file", where);
-      p.sha256 = r.digest(programs[i], "sha256", where);
-      p.size = r.number(programs[i], "size", where);
-      p.methods = strings(programs[i], "methods", where);
-      p.shards = strings(programs[i], "shards", where);
+      p.file = r.file_name(entry, "file", where);
+      p.sha256 = r.digest(entry, "sha256", where);
+      p.size = r.number(entry, "size", where);
+      p.methods = strings(entry, "methods", where);
+      p.shards = strings(entry, "shards", where);
       for (const auto& f : p.shards) {
         if (!is_plain_file_name(f)) r.bad(where + ".shards", "expected plain file names");
       }
-      p.named_data = strings(programs[i], "named_data", where);
+      p.named_data = strings(entry, "named_data", where);
       m.programs.push_back(std::move(p));
     }
   }
@@ -186,31 +191,29 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
   m.cap_mode = r.string(j, "cap_mode", "");
   if (m.cap_mode != "file" && m.cap_mode != "payload")
     r.bad("cap_mode", "expected \"file\" or \"payload\"");
-  if (j.contains("oversize")) {
+  if (j.find("oversize") != nullptr) {
     if (r.string(j, "oversize", "") != "own-shard") r.bad("oversize", "expected \"own-shard\"");
     m.oversize_own_shard = true;
   }
   const auto& shards = r.field(j, "shards", "");
   if (!shards.is_array()) r.bad("shards", "expected an array");
-  for (size_t i = 0; i < shards.size(); ++i) {
+  for (size_t i = 0; i < shards.array().size(); ++i) {
+    const auto& entry = shards.array()[i];
     auto where = fmt::format("shards[{}]", i);
     ManifestShard s;
-    s.file = r.file_name(shards[i], "file", where);
-    s.sha256 = r.digest(shards[i], "sha256", where);
-    s.size = r.number(shards[i], "size", where);
-    s.payload_bytes = r.number(shards[i], "payload_bytes", where);
-    const auto& keys = r.field(shards[i], "keys", where);
-    if (!keys.is_array()) r.bad(where + ".keys", "expected an array");
-    for (const auto& k : keys) {
-      if (!k.is_string()) r.bad(where + ".keys", "expected strings");
-      s.keys.push_back(k.get<std::string>());
-    }
+    s.file = r.file_name(entry, "file", where);
+    s.sha256 = r.digest(entry, "sha256", where);
+    s.size = r.number(entry, "size", where);
+    s.payload_bytes = r.number(entry, "payload_bytes", where);
+    s.keys = strings(entry, "keys", where);
     m.shards.push_back(std::move(s));
   }
   const auto& tensors = r.field(j, "tensors", "");
   if (!tensors.is_object()) r.bad("tensors", "expected an object");
-  if (tensors.size() > Limits::max_keys) r.bad("tensors", "too many keys");
-  for (const auto& [key, t] : tensors.items()) {
+  if (tensors.object().size() > Limits::max_keys) r.bad("tensors", "too many keys");
+  for (const auto* member : sorted_members(tensors)) {
+    const std::string key(member->key);
+    const auto& t = member->value;
     const Where where("tensors", key);
     ManifestTensor mt;
     mt.shard = r.file_name(t, "shard", where);
@@ -220,48 +223,51 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
     if (!dtype) r.bad(where + ".dtype", "unknown ScalarType name");
     mt.dtype = *dtype;
     const auto& shape = r.field(t, "shape", where);
-    if (!shape.is_array() || shape.size() > Limits::max_rank)
+    if (!shape.is_array() || shape.array().size() > Limits::max_rank)
       r.bad(where + ".shape", "expected an array of at most 32 dims");
-    for (const auto& d : shape) {
-      if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    for (const auto& d : shape.array()) {
+      if (!d.is_number_unsigned() || d.unsigned_value() > static_cast<uint64_t>(INT64_MAX)) {
         r.bad(where + ".shape", "expected non-negative integers");
       }
-      mt.shape.push_back(d.get<int64_t>());
+      mt.shape.push_back(static_cast<int64_t>(d.unsigned_value()));
     }
     const auto& mut = r.field(t, "mutable", where);
     if (!mut.is_boolean()) r.bad(where + ".mutable", "expected a boolean");
-    mt.is_mutable = mut.get<bool>();
-    if (t.contains("alias_of")) mt.alias_of = r.string(t, "alias_of", where);
-    if (m.version == kManifestProgramsVersion && t.contains("dim_order")) {
-      const auto& order = t["dim_order"];
-      if (!order.is_array() || order.size() != mt.shape.size())
+    mt.is_mutable = mut.boolean();
+    if (t.find("alias_of") != nullptr) mt.alias_of = r.string(t, "alias_of", where);
+    const auto* order = t.find("dim_order");
+    if (m.version == kManifestProgramsVersion && order != nullptr) {
+      if (!order->is_array() || order->array().size() != mt.shape.size())
         r.bad(where + ".dim_order", "expected one entry per dimension");
-      for (const auto& d : order) {
-        if (!d.is_number_unsigned() || d.get<uint64_t>() >= mt.shape.size())
+      for (const auto& d : order->array()) {
+        if (!d.is_number_unsigned() || d.unsigned_value() >= mt.shape.size())
           r.bad(where + ".dim_order", "expected dimension indices");
-        mt.dim_order.push_back(static_cast<uint8_t>(d.get<uint64_t>()));
+        mt.dim_order.push_back(static_cast<uint8_t>(d.unsigned_value()));
       }
     }
-    if (m.version == kManifestProgramsVersion && t.contains("opaque")) {
-      if (!t["opaque"].is_boolean()) r.bad(where + ".opaque", "expected a boolean");
-      mt.opaque = t["opaque"].get<bool>();
+    const auto* opaque = t.find("opaque");
+    if (m.version == kManifestProgramsVersion && opaque != nullptr) {
+      if (!opaque->is_boolean()) r.bad(where + ".opaque", "expected a boolean");
+      mt.opaque = opaque->boolean();
     }
-    m.tensors.emplace_hint(m.tensors.end(), key, std::move(mt));  // keys arrive sorted
+    m.tensors.emplace_hint(m.tensors.end(), key, std::move(mt));  // keys in sorted order
   }
   const auto& state = r.field(j, "state", "");
   if (!state.is_array()) r.bad("state", "expected an array");
-  for (const auto& k : state) {
+  for (const auto& k : state.array()) {
     if (!k.is_string()) r.bad("state", "expected strings");
-    m.state.push_back(k.get<std::string>());
+    m.state.emplace_back(k.text());
   }
   m.total_size = r.number(r.field(j, "metadata", ""), "total_size", "metadata");
   const auto& weight_map = r.field(j, "weight_map", "");
   if (!weight_map.is_object()) r.bad("weight_map", "expected an object");
-  for (const auto& [key, file] : weight_map.items()) {
-    if (!file.is_string() || !is_plain_file_name(file.get<std::string>())) {
-      r.bad(fmt::format("weight_map[{}]", quote(key)), "expected a plain file name");
+  for (const auto* member : sorted_members(weight_map)) {
+    const auto& file = member->value;
+    if (!file.is_string() || !is_plain_file_name(file.text())) {
+      r.bad(fmt::format("weight_map[{}]", quote(std::string(member->key))),
+            "expected a plain file name");
     }
-    m.weight_map.emplace_hint(m.weight_map.end(), key, file.get<std::string>());
+    m.weight_map.emplace_hint(m.weight_map.end(), member->key, file.text());
   }
   return m;
 }
