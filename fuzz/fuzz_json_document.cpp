@@ -1,5 +1,6 @@
 // libFuzzer target: the compact JSON document against the nlohmann-based strict parser. Both
-// must accept the same texts, reject the rest for the same kind of reason, and agree on values.
+// must accept the same texts, reject the rest for the same kind of reason, and agree on values;
+// a text holding a NUL byte, which nlohmann reads as its end, must be refused.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -72,6 +73,17 @@ std::string kind(const ptepack::Error& e) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
+  if (text.find('\0') != std::string_view::npos) {
+    // nlohmann ends its input at a NUL byte and ignores what follows; ptepack refuses the text
+    // (a raw NUL is no more valid in a string than outside one).
+    try {
+      ptepack::JsonDocument doc(text, "fuzz.json");
+    } catch (const ptepack::Error& e) {
+      ptepack::fuzz::expect_input_error(e);
+      return 0;
+    }
+    ptepack::fuzz::invariant_failed("accepted a text holding a NUL byte");
+  }
   std::optional<nlohmann::json> reference;
   std::string reference_error;
   try {

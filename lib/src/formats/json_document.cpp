@@ -3,6 +3,7 @@
 #include "json_document.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <unordered_set>
 
@@ -343,8 +344,11 @@ class Parser {
   }
 
   // -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?; an integer that fits in
-  // 64 bits is kept exactly (unsigned when not negative), as nlohmann does.
+  // 64 bits is kept exactly (unsigned when not negative), as nlohmann does;
+  // any other number is a double, refused when it overflows (nlohmann's
+  // "number overflow"; an underflow reads as zero).
   void number() {
+    const char* start = p_;
     bool negative = *p_ == '-';
     if (negative) ++p_;
     if (p_ == end_ || !digit(*p_)) error("expected a digit in a number");
@@ -355,29 +359,34 @@ class Parser {
       while (p_ != end_ && digit(*p_)) ++p_;
     }
     const char* digits_end = p_;
+    const char* fraction = nullptr;
+    const char* fraction_end = nullptr;
+    int64_t exponent = 0;
     bool integral = true;
     if (p_ != end_ && *p_ == '.') {
       integral = false;
-      ++p_;
+      fraction = ++p_;
       if (p_ == end_ || !digit(*p_)) error("expected a digit after '.' in a number");
       while (p_ != end_ && digit(*p_)) ++p_;
+      fraction_end = p_;
     }
     if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) {
       integral = false;
       ++p_;
+      bool minus = p_ != end_ && *p_ == '-';
       if (p_ != end_ && (*p_ == '+' || *p_ == '-')) ++p_;
       if (p_ == end_ || !digit(*p_)) error("expected a digit in a number's exponent");
-      while (p_ != end_ && digit(*p_)) ++p_;
+      for (; p_ != end_ && digit(*p_); ++p_) {
+        exponent = std::min<int64_t>(exponent * 10 + (*p_ - '0'), int64_t{1} << 40);
+      }
+      if (minus) exponent = -exponent;
     }
     if (integral) {
       uint64_t value = 0;
       bool fits = true;
-      for (const char* d = digits; d != digits_end; ++d) {
+      for (const char* d = digits; d != digits_end && fits; ++d) {
         auto v = static_cast<uint64_t>(*d - '0');
-        if (value > (UINT64_MAX - v) / 10) {
-          fits = false;
-          break;
-        }
+        fits = value <= (UINT64_MAX - v) / 10;
         value = value * 10 + v;
       }
       if (fits && !negative) {
@@ -387,6 +396,22 @@ class Parser {
       if (fits && value <= uint64_t{1} << 63) {
         out_.put(JsonValue::scalar(JsonType::integer));
         return;
+      }
+    }
+    double parsed = 0;
+    auto result = std::from_chars(start, p_, parsed);
+    if (result.ec == std::errc::result_out_of_range) {
+      // Out of range both ways; the decimal exponent of the leading digit tells which.
+      int64_t leading = 0;
+      if (*digits != '0') {
+        leading = digits_end - digits - 1;
+      } else if (fraction != nullptr) {
+        const char* nonzero = std::find_if(fraction, fraction_end, [](char c) { return c != '0'; });
+        leading = -(nonzero - fraction) - 1;
+      }
+      if (leading + exponent > 0) {
+        p_ = start;
+        error("number overflow (beyond a 64-bit double)");
       }
     }
     out_.put(JsonValue::scalar(JsonType::floating));
