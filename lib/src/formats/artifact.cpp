@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <exception>
 
 #include "ptepack/base/error.h"
 #include "ptepack/formats/flat_tensor.h"
@@ -12,6 +13,7 @@
 #include "ptepack/formats/zip.h"
 #include "ptepack/hash/parallel_hash.h"
 #include "ptepack/hash/sha256.h"
+#include "ptepack/io/progress.h"
 
 namespace ptepack {
 namespace fs = std::filesystem;
@@ -115,10 +117,12 @@ void load_directory(Artifact& a) {
     fail_input("{}: manifest of {} bytes exceeds the limit", manifest_file->name(),
                manifest_file->size());
   }
-  auto raw = manifest_file->read_range(0, manifest_file->size());
-  a.manifest =
-      parse_manifest(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()),
-                     manifest_file->name());
+  {
+    auto raw = manifest_file->read_range(0, manifest_file->size());  // freed once parsed
+    a.manifest =
+        parse_manifest(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()),
+                       manifest_file->name());
+  }
   const auto& m = *a.manifest;
   if (m.version == kManifestProgramsVersion) {
     a.kind = ArtifactKind::programs;
@@ -130,10 +134,27 @@ void load_directory(Artifact& a) {
       }
       a.pte_programs.push_back({entry.file, pte::read(file), entry.named_data});
     }
-  } else {
-    load_graph_program(a, paths, m, manifest_file->name());
+    load_shards(a, paths, m, manifest_file->name());
+    return;
   }
-  load_shards(a, paths, m, manifest_file->name());
+  // The program and the shards are independent: read them at once (each a
+  // good share of a many-tensor dump). Errors are raised program first, as
+  // when they are read one after the other.
+  std::exception_ptr errors[2];
+  parallel_for(2, effective_jobs(0), [&](size_t task) {
+    try {
+      if (task == 0) {
+        load_graph_program(a, paths, m, manifest_file->name());
+      } else {
+        load_shards(a, paths, m, manifest_file->name());
+      }
+    } catch (...) {
+      errors[task] = std::current_exception();
+    }
+  });
+  for (const auto& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
 }
 
 void load_graph_program(Artifact& a, const DirectoryPaths& paths, const Manifest& m,

@@ -288,8 +288,8 @@ ProgramPtr read_program_file(const std::filesystem::path& path) {
   return read_program_binary({binary.data(), binary.size()}, file->name());
 }
 
-std::string write_program_binary(const nb::ProgramT& program) {
-  flatbuffers::FlatBufferBuilder builder(1024);
+std::string write_program_binary(const nb::ProgramT& program, size_t size_hint) {
+  flatbuffers::FlatBufferBuilder builder(std::clamp<size_t>(size_hint, 1024, size_t{1} << 30));
   builder.ForceDefaults(false);
   auto root = nb::Program::Pack(builder, &program);
   nb::FinishProgramBuffer(builder, root);

@@ -47,7 +47,8 @@ constexpr int kMaxNesting = 512;
 class JsonProgramReader {
  public:
   JsonProgramReader(std::string_view text, const std::string& context)
-      : text_(text), context_(context) {
+      // The binary is about as large as the text: one buffer, grown seldom if ever.
+      : text_(text), context_(context), builder_(std::clamp<size_t>(text.size(), 1 << 16, 1u << 30)) {
     builder_.ForceDefaults(true);  // a field given in the text is stored, default or not
   }
 
@@ -723,7 +724,7 @@ class JsonProgramReader {
   const std::string& context_;
   size_t pos_ = 0;
   int depth_ = 0;
-  flatbuffers::FlatBufferBuilder builder_{1 << 16};
+  flatbuffers::FlatBufferBuilder builder_;
   std::vector<Given> given_;                     // fields of every open table, innermost last
   std::vector<flatbuffers::uoffset_t> offsets_;  // elements of every open list of offsets
   std::vector<uint64_t> small_;                  // a list of 1-byte scalars being read

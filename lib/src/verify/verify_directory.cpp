@@ -3,7 +3,9 @@
 #include <fmt/ranges.h>
 #include <sys/stat.h>
 
+#include <exception>
 #include <set>
+#include <thread>
 
 #include "program_checks.h"
 #include "ptepack/base/error.h"
@@ -82,6 +84,24 @@ std::set<std::string> verify_program_entries(const Manifest& m, const DirectoryP
   return needed;
 }
 
+// The graph program against the manifest's state and mutable flags, then its
+// structure and data (check_packed_program).
+void check_graph_program(const nb::ProgramT& program, const Manifest& m, const TensorTable& data,
+                         const std::string& mname, std::vector<std::string>& problems) {
+  auto keys = analyze_program_keys(program);
+  std::vector<std::string> state(keys.mutated.begin(), keys.mutated.end());
+  if (state != m.state)
+    problems.push_back(
+        fmt::format("{}: state list differs from the program's mutable keys", mname));
+  for (const auto& [key, t] : m.tensors) {
+    if (t.is_mutable != (keys.mutated.count(key) > 0)) {
+      problems.push_back(
+          fmt::format("{}: tensor {}: mutable flag disagrees with the program", mname, quote(key)));
+    }
+  }
+  check_packed_program(program, keys, data, m.program.file, problems);
+}
+
 }  // namespace
 
 void verify_directory(const fs::path& path, const VerifyOptions& options, VerifyReport& report) {
@@ -136,24 +156,28 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     problems.push_back(
         fmt::format("{}: cannot list directory: {}", paths.dir.string(), ec.message()));
 
-  // Program (a directory of .pte programs checks its programs after the shards).
+  // Program (a directory of .pte programs checks its programs after the shards),
+  // read as one more task beside the shards; its problems are listed first.
   ProgramPtr program;
-  if (!programs)
-    attempt(problems, [&] {
+  std::vector<std::string> program_problems;
+  auto read_program = [&] {
+    attempt(program_problems, [&] {
       auto file = open_inside(paths.dir, m.program.file, mname);
-      ++report.files_checked;
+      ++report.files_checked;  // no other task touches the report
       if (file->size() != m.program.size) {
-        problems.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(),
-                                       file->size(), m.program.size));
+        program_problems.push_back(fmt::format("{}: size {} differs from the manifest's {}",
+                                               file->name(), file->size(), m.program.size));
       }
       if (file->size() > Limits::max_program_bytes)
         fail_input("{}: program too large", file->name());
       auto bytes = file->read_range(0, file->size());
       if (to_hex(sha256(bytes)) != m.program.sha256) {
-        problems.push_back(fmt::format("{}: SHA-256 differs from the manifest", file->name()));
+        program_problems.push_back(
+            fmt::format("{}: SHA-256 differs from the manifest", file->name()));
       }
       program = read_program_binary(bytes, file->name());
     });
+  };
 
   if (options.progress != nullptr) {  // every shard file, then every tensor, is hashed once
     uint64_t total = 0;
@@ -165,7 +189,13 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   std::vector<ShardContents> contents(m.shards.size());
   std::vector<std::vector<std::string>> per_shard(m.shards.size());
   std::vector<std::vector<std::string>> notes(m.shards.size());
-  parallel_for(m.shards.size(), effective_jobs(options.jobs), [&](size_t i) {
+  const size_t first_shard_task = programs ? 0 : 1;
+  parallel_for(m.shards.size() + first_shard_task, effective_jobs(options.jobs), [&](size_t task) {
+    if (task < first_shard_task) {
+      read_program();
+      return;
+    }
+    const size_t i = task - first_shard_task;
     const auto& s = m.shards[i];
     auto& out = per_shard[i];
     attempt(out, [&] {
@@ -228,6 +258,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
       }
     });
   });
+  problems.insert(problems.end(), program_problems.begin(), program_problems.end());
   for (auto& found : per_shard) problems.insert(problems.end(), found.begin(), found.end());
   for (auto& found : notes) report.notes.insert(report.notes.end(), found.begin(), found.end());
   report.files_checked += m.shards.size();
@@ -289,6 +320,26 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
       }
     }
   }
+  // The program's own checks need only the program and the tensor table: run
+  // them on one more thread while the tensors are hashed; their problems come last.
+  std::vector<std::string> program_checks;
+  std::exception_ptr program_checks_error;
+  std::thread program_checker;
+  if (program) {
+    program_checker = std::thread([&] {
+      try {
+        check_graph_program(*program, m, data, mname, program_checks);
+      } catch (...) {
+        program_checks_error = std::current_exception();
+      }
+    });
+  }
+  struct Join {
+    std::thread& thread;
+    ~Join() {
+      if (thread.joinable()) thread.join();
+    }
+  } join{program_checker};
   auto digests = hash_ranges(ranges, options.jobs, options.progress);
   for (size_t i = 0; i < hashed_keys.size(); ++i) {
     report.bytes_hashed += ranges[i].size;
@@ -347,18 +398,9 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     });
   }
   if (!program) return;  // also every directory of .pte programs
-  auto keys = analyze_program_keys(*program);
-  std::vector<std::string> state(keys.mutated.begin(), keys.mutated.end());
-  if (state != m.state)
-    problems.push_back(
-        fmt::format("{}: state list differs from the program's mutable keys", mname));
-  for (const auto& [key, t] : m.tensors) {
-    if (t.is_mutable != (keys.mutated.count(key) > 0)) {
-      problems.push_back(
-          fmt::format("{}: tensor {}: mutable flag disagrees with the program", mname, quote(key)));
-    }
-  }
-  check_packed_program(*program, keys, data, m.program.file, problems);
+  program_checker.join();
+  if (program_checks_error) std::rethrow_exception(program_checks_error);
+  problems.insert(problems.end(), program_checks.begin(), program_checks.end());
 }
 
 }  // namespace ptepack

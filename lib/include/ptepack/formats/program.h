@@ -27,7 +27,9 @@ using ProgramPtr = std::unique_ptr<nb::ProgramT>;
 [[nodiscard]] ProgramPtr read_program_file(const std::filesystem::path& path);
 
 // Deterministic .ptg bytes (identifier NPTG): equal programs give equal bytes.
-[[nodiscard]] std::string write_program_binary(const nb::ProgramT& program);
+// `size_hint`, the expected size, only sizes the first buffer.
+[[nodiscard]] std::string write_program_binary(const nb::ProgramT& program,
+                                               size_t size_hint = 1024);
 // flatc-style strict JSON text of a program (used by dump --json --graph and tests).
 [[nodiscard]] std::string program_to_json(const nb::ProgramT& program);
 
