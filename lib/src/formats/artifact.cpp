@@ -65,6 +65,7 @@ void load_package(Artifact& a) {
     fail_input("{}:program.ptg: CRC-32 does not match the stored bytes (corrupt package)", a.name);
   }
   a.program = read_program_binary(bytes, a.name + ":program.ptg");
+  a.program_file_bytes = bytes.size();
   if (weights != nullptr) {
     // The package carries no digests, only CRC-32s: check them so a damaged
     // package is never repacked or shown as if whole.
@@ -170,6 +171,7 @@ void load_graph_program(Artifact& a, const DirectoryPaths& paths, const Manifest
                program_file->name());
   }
   a.program = read_program_binary(program_bytes, program_file->name());
+  a.program_file_bytes = program_bytes.size();
 }
 
 void load_shards(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
@@ -328,6 +330,8 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
   }
   a.kind = ArtifactKind::program;
   a.program = read_program_file(path);
+  std::error_code ignored;  // the file was just read; its size only sizes buffers
+  a.program_file_bytes = fs::file_size(path, ignored);
   std::vector<fs::path> sources = data_paths;
   if (sources.empty() && use_default_data) {
     auto stem = path;

@@ -167,6 +167,7 @@ PackSummary pack_once(const PackOptions& options) {
 
   std::vector<MergeInput> merge_inputs;
   std::vector<fs::path> input_paths;
+  uint64_t program_file_bytes = 0;  // about the merged program's size
   PackSummary summary;
   // Inputs are read and checked on `-j` threads, each alone (most of a
   // many-tensor pack is parsing its programs); their errors are then raised in
@@ -198,6 +199,7 @@ PackSummary pack_once(const PackOptions& options) {
            artifact.name, artifact_kind_name(artifact.kind));
     }
     detail::add_read_paths(artifact, input_paths);
+    program_file_bytes += artifact.program_file_bytes;
     MergeInput in{artifact.name, std::move(artifact.program), std::move(artifact.data),
                   spec.method};
     merge_inputs.push_back(std::move(in));
@@ -224,7 +226,7 @@ PackSummary pack_once(const PackOptions& options) {
   for (const auto& [key, data] : merged.tensors) {
     prepared.tensors.push_back({key, data, {}, merged.state.count(key) > 0});
   }
-  prepared.program_bytes = write_program_binary(*merged.program);
+  prepared.program_bytes = write_program_binary(*merged.program, program_file_bytes);
 
   Progress progress;
   uint64_t total = 0;

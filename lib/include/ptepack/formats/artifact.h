@@ -42,6 +42,7 @@ struct Artifact {
   std::string name;                       // as given, for messages
   std::filesystem::path root;             // the file, or the output directory
   ProgramPtr program;                     // program graph artifacts; null otherwise
+  uint64_t program_file_bytes = 0;        // size of the program as stored (.ptg or JSON)
   std::vector<ProgramFile> pte_programs;  // pte and programs artifacts
   TensorTable data;  // every readable key; aliases point at their owner's bytes
   std::map<std::string, std::string> aliases;  // alias key -> owner key
