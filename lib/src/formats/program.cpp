@@ -288,12 +288,35 @@ ProgramPtr read_program_file(const std::filesystem::path& path) {
   return read_program_binary({binary.data(), binary.size()}, file->name());
 }
 
-std::string write_program_binary(const nb::ProgramT& program, size_t size_hint) {
-  flatbuffers::FlatBufferBuilder builder(std::clamp<size_t>(size_hint, 1024, size_t{1} << 30));
+namespace {
+
+void encode_program(flatbuffers::FlatBufferBuilder& builder, const nb::ProgramT& program) {
   builder.ForceDefaults(false);
   auto root = nb::Program::Pack(builder, &program);
   nb::FinishProgramBuffer(builder, root);
+}
+
+flatbuffers::FlatBufferBuilder sized_builder(size_t size_hint) {
+  return flatbuffers::FlatBufferBuilder(std::clamp<size_t>(size_hint, 1024, size_t{1} << 30));
+}
+
+std::string builder_bytes(const flatbuffers::FlatBufferBuilder& builder) {
   return {reinterpret_cast<const char*>(builder.GetBufferPointer()), builder.GetSize()};
+}
+
+}  // namespace
+
+std::string write_program_binary(const nb::ProgramT& program, size_t size_hint) {
+  auto builder = sized_builder(size_hint);
+  encode_program(builder, program);
+  return builder_bytes(builder);
+}
+
+std::string write_program_binary(ProgramPtr program, size_t size_hint) {
+  auto builder = sized_builder(size_hint);
+  encode_program(builder, *program);
+  program.reset();
+  return builder_bytes(builder);
 }
 
 std::string program_to_json(const nb::ProgramT& program) {

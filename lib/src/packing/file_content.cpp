@@ -45,7 +45,7 @@ void stream_chunks(OutputFile& out, const FileContent& content, Progress* progre
                                    std::span<uint8_t>(at(from), n));
         data_bytes += n;
       } else {
-        std::memcpy(at(from), piece.bytes.data() + (from - piece.offset), n);
+        std::memcpy(at(from), piece.held().data() + (from - piece.offset), n);
       }
       cursor = to;
     }

@@ -226,7 +226,8 @@ PackSummary pack_once(const PackOptions& options) {
   for (const auto& [key, data] : merged.tensors) {
     prepared.tensors.push_back({key, data, {}, merged.state.count(key) > 0});
   }
-  prepared.program_bytes = write_program_binary(*merged.program, program_file_bytes);
+  // Only the program's bytes are needed from here on.
+  prepared.program_bytes = write_program_binary(std::move(merged.program), program_file_bytes);
 
   Progress progress;
   uint64_t total = 0;

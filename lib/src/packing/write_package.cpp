@@ -53,7 +53,7 @@ void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress*
     if (entry.name == "program.ptg") {
       crcs[i] = crc_of(prepared.program_bytes);
       content.pieces.push_back({entry.header_offset, zip::local_header(entry, crcs[i]), {}});
-      content.pieces.push_back({entry.data_offset, prepared.program_bytes, {}});
+      content.pieces.push_back({entry.data_offset, {}, {}, &prepared.program_bytes});
     } else if (entry.name == "aliases.json") {
       crcs[i] = crc_of(aliases_text);
       content.pieces.push_back({entry.header_offset, zip::local_header(entry, crcs[i]), {}});

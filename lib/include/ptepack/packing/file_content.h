@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ptepack/hash/sha256.h"
@@ -18,9 +19,14 @@ namespace ptepack {
 // file (tensor data). Gaps between pieces are zero padding.
 struct Piece {
   uint64_t offset = 0;
-  std::string bytes;  // used when source.file is null
+  std::string bytes;  // used when source.file and borrowed are null
   ByteRange source;
-  [[nodiscard]] uint64_t size() const { return source.file ? source.size : bytes.size(); }
+  // Bytes held by the caller for the whole write (a large program), not copied.
+  const std::string* borrowed = nullptr;
+  [[nodiscard]] std::string_view held() const {
+    return borrowed != nullptr ? std::string_view(*borrowed) : std::string_view(bytes);
+  }
+  [[nodiscard]] uint64_t size() const { return source.file ? source.size : held().size(); }
 };
 
 struct FileContent {
