@@ -1,16 +1,13 @@
 // manifest.json writer and strict reader.
 #include "ptepack/formats/manifest.h"
 
-#include <nlohmann/json.hpp>
-
 #include "ptepack/base/error.h"
 #include "json_document.h"
+#include "json_writer.h"
 #include "ptepack/formats/json_util.h"
 
 namespace ptepack {
 namespace {
-
-using ordered = nlohmann::json;
 
 // Where a field is, named only when a message needs it: formatting "tensors[KEY]"
 // for each of a large manifest's keys would cost more than reading them.
@@ -85,55 +82,125 @@ bool is_plain_file_name(std::string_view name) {
          name.find('\0') == std::string_view::npos;
 }
 
+// Written field by field in json_text's layout, keys in sorted order (as the
+// std::map of a DOM would hold them): a 100,000-tensor manifest needs no DOM.
 std::string manifest_to_json(const Manifest& m) {
-  ordered j;
-  j["format"] = kManifestFormat;
-  j["version"] = m.version;
-  if (m.version == kManifestProgramsVersion) {
-    ordered programs = ordered::array();
-    for (const auto& p : m.programs) {
-      programs.push_back(ordered{{"file", p.file},
-                                 {"sha256", p.sha256},
-                                 {"size", p.size},
-                                 {"methods", p.methods},
-                                 {"shards", p.shards},
-                                 {"named_data", p.named_data}});
-    }
-    j["programs"] = std::move(programs);
+  JsonWriter w;
+  w.begin_object();
+  w.key("cap_mode");
+  w.value(m.cap_mode);
+  w.key("format");
+  w.value(kManifestFormat);
+  w.key("max_shard_bytes");
+  if (m.max_shard_bytes) {
+    w.value(*m.max_shard_bytes);
   } else {
-    j["program"] =
-        ordered{{"file", m.program.file}, {"sha256", m.program.sha256}, {"size", m.program.size}};
+    w.null();
   }
-  j["shard_format"] = m.shard_format;
-  j["max_shard_bytes"] = m.max_shard_bytes ? ordered(*m.max_shard_bytes) : ordered(nullptr);
-  j["cap_mode"] = m.cap_mode;
-  if (m.oversize_own_shard) j["oversize"] = "own-shard";
-  ordered shards = ordered::array();
+  w.key("metadata");
+  w.begin_object();
+  w.key("total_size");
+  w.value(m.total_size);
+  w.end_object();
+  if (m.oversize_own_shard) {
+    w.key("oversize");
+    w.value("own-shard");
+  }
+  if (m.version == kManifestProgramsVersion) {
+    w.key("programs");
+    w.begin_array();
+    for (const auto& p : m.programs) {
+      w.begin_object();
+      w.key("file");
+      w.value(p.file);
+      w.key("methods");
+      w.strings(p.methods);
+      w.key("named_data");
+      w.strings(p.named_data);
+      w.key("sha256");
+      w.value(p.sha256);
+      w.key("shards");
+      w.strings(p.shards);
+      w.key("size");
+      w.value(p.size);
+      w.end_object();
+    }
+    w.end_array();
+  } else {
+    w.key("program");
+    w.begin_object();
+    w.key("file");
+    w.value(m.program.file);
+    w.key("sha256");
+    w.value(m.program.sha256);
+    w.key("size");
+    w.value(m.program.size);
+    w.end_object();
+  }
+  w.key("shard_format");
+  w.value(m.shard_format);
+  w.key("shards");
+  w.begin_array();
   for (const auto& s : m.shards) {
-    shards.push_back(ordered{{"file", s.file},
-                             {"sha256", s.sha256},
-                             {"size", s.size},
-                             {"payload_bytes", s.payload_bytes},
-                             {"keys", s.keys}});
+    w.begin_object();
+    w.key("file");
+    w.value(s.file);
+    w.key("keys");
+    w.strings(s.keys);
+    w.key("payload_bytes");
+    w.value(s.payload_bytes);
+    w.key("sha256");
+    w.value(s.sha256);
+    w.key("size");
+    w.value(s.size);
+    w.end_object();
   }
-  j["shards"] = std::move(shards);
-  ordered tensors = ordered::object();
+  w.end_array();
+  w.key("state");
+  w.strings(m.state);
+  w.key("tensors");
+  w.begin_object();
   for (const auto& [key, t] : m.tensors) {
-    ordered entry{{"shard", t.shard},   {"sha256", t.sha256},
-                  {"nbytes", t.nbytes}, {"dtype", dtype_name(t.dtype)},
-                  {"shape", t.shape},   {"mutable", t.is_mutable}};
-    if (t.alias_of) entry["alias_of"] = *t.alias_of;
-    if (!t.dim_order.empty()) entry["dim_order"] = t.dim_order;
-    if (t.opaque) entry["opaque"] = true;
-    tensors[key] = std::move(entry);
+    w.key(key);
+    w.begin_object();
+    if (t.alias_of) {
+      w.key("alias_of");
+      w.value(*t.alias_of);
+    }
+    if (!t.dim_order.empty()) {
+      w.key("dim_order");
+      w.numbers(t.dim_order);
+    }
+    w.key("dtype");
+    w.value(dtype_name(t.dtype));
+    w.key("mutable");
+    w.value(t.is_mutable);
+    w.key("nbytes");
+    w.value(t.nbytes);
+    if (t.opaque) {
+      w.key("opaque");
+      w.value(true);
+    }
+    w.key("sha256");
+    w.value(t.sha256);
+    w.key("shape");
+    w.numbers(t.shape);
+    w.key("shard");
+    w.value(t.shard);
+    w.end_object();
   }
-  j["tensors"] = std::move(tensors);
-  j["state"] = m.state;
-  ordered weight_map = ordered::object();
-  for (const auto& [key, file] : m.weight_map) weight_map[key] = file;
-  j["metadata"] = ordered{{"total_size", m.total_size}};
-  j["weight_map"] = std::move(weight_map);
-  return json_text(j);
+  w.end_object();
+  w.key("version");
+  w.value(m.version);
+  w.key("weight_map");
+  w.begin_object();
+  for (const auto& [key, file] : m.weight_map) {
+    w.key(key);
+    w.value(file);
+  }
+  w.end_object();
+  w.end_object();
+  return std::move(w).finish();
 }
 
 Manifest parse_manifest(std::string_view text, const std::string& context) {

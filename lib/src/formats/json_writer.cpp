@@ -1,0 +1,113 @@
+// The streaming pretty JSON writer, matching nlohmann's dump(2) output.
+#include "json_writer.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "ptepack/base/error.h"
+#include "ptepack/base/format_util.h"
+
+namespace ptepack {
+
+void JsonWriter::indent() { out_.append(2 * counts_.size(), ' '); }
+
+void JsonWriter::element() {
+  if (after_key_) {  // a member's value follows its key on the same line
+    after_key_ = false;
+    return;
+  }
+  if (counts_.empty()) return;  // the root
+  out_ += counts_.back()++ == 0 ? "\n" : ",\n";
+  indent();
+}
+
+void JsonWriter::open(char bracket) {
+  element();
+  out_ += bracket;
+  counts_.push_back(0);
+}
+
+void JsonWriter::close(char bracket) {
+  if (counts_.empty()) fail(ErrorCode::internal, "JsonWriter: close without open");
+  bool empty = counts_.back() == 0;
+  counts_.pop_back();
+  if (!empty) {
+    out_ += '\n';
+    indent();
+  }
+  out_ += bracket;
+}
+
+void JsonWriter::key(std::string_view name) {
+  element();
+  string(name);
+  out_ += ": ";
+  after_key_ = true;
+}
+
+void JsonWriter::value(std::string_view text) {
+  element();
+  string(text);
+}
+
+void JsonWriter::string(std::string_view text) {
+  if (!is_utf8(text)) {  // nlohmann's own replacement of invalid bytes, exactly
+    out_ += nlohmann::json(std::string(text)).dump(-1, ' ', false,
+                                                   nlohmann::json::error_handler_t::replace);
+    return;
+  }
+  out_ += '"';
+  size_t plain = 0;  // start of the run not yet copied
+  for (size_t i = 0; i < text.size(); ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out_.append(text.substr(plain, i - plain));
+    plain = i + 1;
+    switch (c) {
+      case '"': out_ += "\\\""; break;
+      case '\\': out_ += "\\\\"; break;
+      case '\b': out_ += "\\b"; break;
+      case '\f': out_ += "\\f"; break;
+      case '\n': out_ += "\\n"; break;
+      case '\r': out_ += "\\r"; break;
+      case '\t': out_ += "\\t"; break;
+      default: out_ += fmt::format("\\u{:04x}", c); break;
+    }
+  }
+  out_.append(text.substr(plain));
+  out_ += '"';
+}
+
+void JsonWriter::value(uint64_t number) {
+  element();
+  fmt::format_to(std::back_inserter(out_), "{}", number);
+}
+
+void JsonWriter::value(int number) {
+  element();
+  fmt::format_to(std::back_inserter(out_), "{}", number);
+}
+
+void JsonWriter::negative(int64_t number) {
+  element();
+  fmt::format_to(std::back_inserter(out_), "{}", number);
+}
+
+void JsonWriter::value(bool flag) {
+  element();
+  out_ += flag ? "true" : "false";
+}
+
+void JsonWriter::null() {
+  element();
+  out_ += "null";
+}
+
+std::string JsonWriter::finish() && {
+  if (!counts_.empty()) fail(ErrorCode::internal, "JsonWriter: unclosed container");
+  out_ += '\n';
+  return std::move(out_);
+}
+
+}  // namespace ptepack

@@ -1,0 +1,63 @@
+// Pretty JSON text written straight into a string, byte for byte as json_text()
+// (json_util.h) prints the same document, for documents too large for a DOM.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ptepack {
+
+// The caller writes object members in json_text's order (keys sorted
+// bytewise, as std::map holds them); the writer does layout and escaping:
+// 2-space indent, "key": value, empty containers as {} and [], strings as
+// nlohmann/json escapes them (invalid UTF-8 replaced by U+FFFD).
+class JsonWriter {
+ public:
+  void begin_object() { open('{'); }
+  void end_object() { close('}'); }
+  void begin_array() { open('['); }
+  void end_array() { close(']'); }
+  void key(std::string_view name);  // inside an object, before each value
+  void value(std::string_view text);
+  void value(const char* text) { value(std::string_view(text)); }
+  void value(uint64_t number);
+  void value(int number);
+  void negative(int64_t number);
+  void value(bool flag);
+  void null();
+  template <typename List>
+  void strings(const List& list) {
+    begin_array();
+    for (const auto& s : list) value(std::string_view(s));
+    end_array();
+  }
+  template <typename List>  // of integers, signed or not
+  void numbers(const List& list) {
+    begin_array();
+    for (auto n : list) {
+      if (n < 0) {
+        negative(static_cast<int64_t>(n));
+      } else {
+        value(static_cast<uint64_t>(n));
+      }
+    }
+    end_array();
+  }
+  // The finished text, with json_text's final newline.
+  [[nodiscard]] std::string finish() &&;
+
+ private:
+  void open(char bracket);
+  void close(char bracket);
+  void element();  // separator and indent before an array element or a key
+  void string(std::string_view text);
+  void indent();
+
+  std::string out_;
+  std::vector<size_t> counts_;  // elements written in each open container
+  bool after_key_ = false;
+};
+
+}  // namespace ptepack

@@ -1,0 +1,132 @@
+// manifest.json written by the streaming writer, checked byte for byte against a DOM
+// built with nlohmann/json and printed by json_text (the layout every JSON output shares).
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "ptepack/formats/json_util.h"
+#include "ptepack/formats/manifest.h"
+
+namespace ptepack {
+namespace {
+
+using ordered = nlohmann::json;
+
+// The reference: the same document as a nlohmann DOM (keys sorted by std::map).
+std::string reference_manifest_json(const Manifest& m) {
+  ordered j;
+  j["format"] = kManifestFormat;
+  j["version"] = m.version;
+  if (m.version == kManifestProgramsVersion) {
+    ordered programs = ordered::array();
+    for (const auto& p : m.programs) {
+      programs.push_back(ordered{{"file", p.file},
+                                 {"sha256", p.sha256},
+                                 {"size", p.size},
+                                 {"methods", p.methods},
+                                 {"shards", p.shards},
+                                 {"named_data", p.named_data}});
+    }
+    j["programs"] = std::move(programs);
+  } else {
+    j["program"] =
+        ordered{{"file", m.program.file}, {"sha256", m.program.sha256}, {"size", m.program.size}};
+  }
+  j["shard_format"] = m.shard_format;
+  j["max_shard_bytes"] = m.max_shard_bytes ? ordered(*m.max_shard_bytes) : ordered(nullptr);
+  j["cap_mode"] = m.cap_mode;
+  if (m.oversize_own_shard) j["oversize"] = "own-shard";
+  ordered shards = ordered::array();
+  for (const auto& s : m.shards) {
+    shards.push_back(ordered{{"file", s.file},
+                             {"sha256", s.sha256},
+                             {"size", s.size},
+                             {"payload_bytes", s.payload_bytes},
+                             {"keys", s.keys}});
+  }
+  j["shards"] = std::move(shards);
+  ordered tensors = ordered::object();
+  for (const auto& [key, t] : m.tensors) {
+    ordered entry{{"shard", t.shard},   {"sha256", t.sha256},
+                  {"nbytes", t.nbytes}, {"dtype", dtype_name(t.dtype)},
+                  {"shape", t.shape},   {"mutable", t.is_mutable}};
+    if (t.alias_of) entry["alias_of"] = *t.alias_of;
+    if (!t.dim_order.empty()) entry["dim_order"] = t.dim_order;
+    if (t.opaque) entry["opaque"] = true;
+    tensors[key] = std::move(entry);
+  }
+  j["tensors"] = std::move(tensors);
+  j["state"] = m.state;
+  ordered weight_map = ordered::object();
+  for (const auto& [key, file] : m.weight_map) weight_map[key] = file;
+  j["metadata"] = ordered{{"total_size", m.total_size}};
+  j["weight_map"] = std::move(weight_map);
+  return json_text(j);
+}
+
+ManifestTensor tensor(std::string shard, Shape shape) {
+  ManifestTensor t;
+  t.shard = std::move(shard);
+  t.sha256 = std::string(64, 'a');
+  t.nbytes = 24;
+  t.dtype = DType::FLOAT;
+  t.shape = std::move(shape);
+  return t;
+}
+
+Manifest sample(int version) {
+  Manifest m;
+  m.version = version;
+  m.shard_format = "ptd";
+  m.cap_mode = "file";
+  m.total_size = 1234;
+  if (version == kManifestProgramsVersion) {
+    m.programs.push_back({"a.pte", std::string(64, 'b'), 99, {"forward", "m\"2"}, {"s.ptd"}, {}});
+    m.programs.push_back({"b.pte", std::string(64, 'c'), 7, {}, {}, {"k1", "k2"}});
+  } else {
+    m.program = {"program.ptg", std::string(64, 'd'), 4096};
+  }
+  ManifestShard shard{"s.ptd", std::string(64, 'e'), 100, 80, {}};
+  for (const std::string key : {"plain", "quote\"back\\slash", "tab\tnl\ncr\rff\fbs\b",
+                                "ctl\x01\x1f\x7f", "utf8 \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
+                                "bad \xff\xfe utf8", "cut \xe2\x82", "/slash", ""}) {
+    shard.keys.push_back(key);
+    auto t = tensor("s.ptd", {2, 3, 0});
+    m.tensors.emplace(key, t);
+    m.weight_map.emplace(key, "s.ptd");
+  }
+  m.shards.push_back(shard);
+  m.shards.push_back({"empty.ptd", std::string(64, 'f'), 0, 0, {}});
+  auto alias = tensor("s.ptd", {});
+  alias.alias_of = "plain";
+  alias.dim_order = {1, 0};
+  alias.opaque = true;
+  alias.is_mutable = true;
+  m.tensors.emplace("z alias", alias);
+  m.state = {"state/x", "state/\u00e9"};
+  return m;
+}
+
+TEST_CASE("manifest_to_json equals the DOM's text, byte for byte") {
+  for (int version : {kManifestVersion, kManifestProgramsVersion}) {
+    for (bool capped : {false, true}) {
+      auto m = sample(version);
+      if (capped) {
+        m.max_shard_bytes = uint64_t{1} << 40;
+        m.oversize_own_shard = true;
+        m.cap_mode = "payload";
+      }
+      CHECK(manifest_to_json(m) == reference_manifest_json(m));
+    }
+  }
+  Manifest empty;  // nothing listed at all
+  empty.shard_format = "safetensors";
+  empty.cap_mode = "file";
+  CHECK(manifest_to_json(empty) == reference_manifest_json(empty));
+  auto negative = sample(kManifestVersion);  // a shape the reader would refuse still prints
+  negative.tensors.begin()->second.shape = {-1, 5};
+  CHECK(manifest_to_json(negative) == reference_manifest_json(negative));
+}
+
+}  // namespace
+}  // namespace ptepack
