@@ -8,7 +8,8 @@ safetensors, alternating the commands repetition by repetition on a warm page ca
 command runs under `/usr/bin/time -v` for its peak RSS. Prints medians and the ratios.
 
 Scaling mode (--scaling): 100,000 small tensors over two methods; times pack (to a
-directory), dump and verify of the packed output.
+directory), dump, dump --json and verify of the packed output, pack to 64 KiB shards, and
+pack to a .ptn package.
 
 ExecuTorch mode (--pte): one synthetic .pte program made by gen_pte.py (constants and named
 data); times `ptepack pack X.pte -o DIR` uncapped and with --max-shard-bytes next to cp and
@@ -423,16 +424,20 @@ def scaling(args, ptepack, workdir, jobs, created):
     os.makedirs(out)
     packed = os.path.join(out, "scaling_ptd")
     small = os.path.join(out, "scaling_small_shards")
+    package = os.path.join(out, "scaling.ptn")
     # pack_64k: the same model in 64 KiB shards, hundreds of them near the cap, which
     # exercises the planner's first-fit at scale.
     cases = [Case("pack", [ptepack, "pack"] + jobs + ["--quiet", "--max-shard-bytes",
                                                       args.max_shard_bytes] + programs
                   + ["-o", packed], output=packed, writes=True),
              Case("dump", [ptepack, "dump", packed]),
+             Case("dump_json", [ptepack, "dump", "--json", packed]),
              Case("verify", [ptepack, "verify", packed], remove_after=(packed,)),
              Case("pack_64k", [ptepack, "pack"] + jobs + ["--quiet", "--max-shard-bytes",
                                                           "64KiB"] + programs
-                  + ["-o", small], output=small, remove_after=(small,), writes=True)]
+                  + ["-o", small], output=small, remove_after=(small,), writes=True),
+             Case("pack_ptn", [ptepack, "pack"] + jobs + ["--quiet"] + programs
+                  + ["-o", package], output=package, remove_after=(package,), writes=True)]
     warm_up(programs + data)
     print(f"input: {tensors} tensors in {len(data)} methods, {input_bytes / MIB:.1f} MiB; "
           f"{args.reps} repetitions")

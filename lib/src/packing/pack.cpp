@@ -212,7 +212,7 @@ PackSummary pack_once(const PackOptions& options) {
     }
   }
   detail::PreparedPack prepared;
-  prepared.merged = merge_programs(std::move(merge_inputs));
+  prepared.merged = merge_programs(std::move(merge_inputs), effective_jobs(options.jobs));
   auto& merged = prepared.merged;
   summary.output = options.output.string();
   summary.package = is_package_path(options.output);

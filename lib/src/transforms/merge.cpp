@@ -3,12 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "ptepack/base/error.h"
+#include "ptepack/io/progress.h"
 #include "ptepack/model/program_walk.h"
 #include "ptepack/transforms/validate.h"
 
@@ -66,14 +68,14 @@ std::string final_key(const std::string& method, const std::string& key, bool is
   return method + "/" + key;
 }
 
-MergedProgram merge_programs(std::vector<MergeInput> inputs) {
+MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
   MergedProgram out;
   out.program = std::make_unique<nb::ProgramT>();
   out.program->version = "1";
 
   // Method names and structure.
   std::map<std::string, std::string> method_owner;  // method -> input name
-  std::vector<std::string> problems;
+  std::vector<std::pair<const nb::MethodT*, const std::string*>> to_validate;  // in order
   for (auto& input : inputs) {
     const auto& version = input.program->version;
     if (!version.empty() && version != "1") {
@@ -99,10 +101,17 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs) {
         fail(ErrorCode::conflict, "{}: method {} is already provided by {}", input.name,
              quote(method->name), it->second);
       }
-      auto found = validate_method_structure(*method, input.name);
-      problems.insert(problems.end(), found.begin(), found.end());
+      to_validate.emplace_back(method.get(), &input.name);
     }
   }
+  // Each method's structure is checked alone (read-only); the problems are
+  // reported in method order whatever the threads.
+  std::vector<std::vector<std::string>> structure(to_validate.size());
+  parallel_for(to_validate.size(), std::max(1u, jobs), [&](size_t i) {
+    structure[i] = validate_method_structure(*to_validate[i].first, *to_validate[i].second);
+  });
+  std::vector<std::string> problems;
+  for (const auto& list : structure) problems.insert(problems.end(), list.begin(), list.end());
   if (!problems.empty()) throw Error(ErrorCode::invalid_input, join_lines(problems));
 
   // Rule 1: mutability is program-wide, decided on the state name.

@@ -44,6 +44,7 @@ struct MergedProgram {
 // Applies every rule of the transformation; throws Error (conflict or
 // invalid_input) naming the method(s) and key(s) at the first rule broken
 // (structural problems are all reported, one per line).
-[[nodiscard]] MergedProgram merge_programs(std::vector<MergeInput> inputs);
+// Methods are validated on `jobs` threads (the result does not depend on it).
+[[nodiscard]] MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs = 1);
 
 }  // namespace ptepack
