@@ -94,13 +94,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     ptepack::JsonDocument doc(text, "fuzz.json");
-    if (!reference) ptepack::fuzz::invariant_failed("accepted what nlohmann rejects: " + reference_error);
+    if (!reference)
+      ptepack::fuzz::invariant_failed("accepted what nlohmann rejects: " + reference_error);
     same(*reference, doc.root());
   } catch (const ptepack::Error& e) {
     ptepack::fuzz::expect_input_error(e);
     if (reference) ptepack::fuzz::invariant_failed(std::string("rejected valid JSON: ") + e.what());
     if (kind(e) != reference_error)
-      ptepack::fuzz::invariant_failed("rejected as " + kind(e) + ", nlohmann as " + reference_error);
+      ptepack::fuzz::invariant_failed("rejected as " + kind(e) + ", nlohmann as " +
+                                      reference_error);
   }
   return 0;
 }

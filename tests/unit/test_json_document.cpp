@@ -57,7 +57,8 @@ TEST_CASE("json document: refusals name the file and the offset") {
   CHECK(refusal("{\"a\":1} x") ==
         "t.json: invalid JSON at offset 8: unexpected character after the value; expected end of "
         "input");
-  CHECK(refusal("") == "t.json: invalid JSON at offset 0: unexpected end of input; expected a value");
+  CHECK(refusal("") ==
+        "t.json: invalid JSON at offset 0: unexpected end of input; expected a value");
   CHECK(refusal("[1,]").find("offset 3:") != std::string::npos);
   CHECK(refusal("[01]").find("offset 2:") != std::string::npos);
   CHECK(refusal("[1e400]") ==

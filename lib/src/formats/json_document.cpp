@@ -81,7 +81,7 @@ class Builder {
 
  private:
   struct Frame {
-    size_t start;          // first child in scratch_
+    size_t start;  // first child in scratch_
     bool object;
     std::string_view key;  // this container's own key in its parent object
     std::unique_ptr<std::unordered_set<std::string_view>> keys;
@@ -105,8 +105,12 @@ class Builder {
 class Parser {
  public:
   Parser(std::string_view text, JsonDocument& doc, Builder& out, const std::string& context)
-      : begin_(text.data()), p_(text.data()), end_(text.data() + text.size()), doc_(doc),
-        out_(out), context_(context) {}
+      : begin_(text.data()),
+        p_(text.data()),
+        end_(text.data() + text.size()),
+        doc_(doc),
+        out_(out),
+        context_(context) {}
 
   void parse() {
     if (end_ - p_ >= 3 && std::memcmp(p_, "\xEF\xBB\xBF", 3) == 0) p_ += 3;
@@ -129,10 +133,8 @@ class Parser {
     if (p_ == end_) error("unexpected end of input; expected a value");
     switch (*p_) {
       case '{':
-        object();
-        return;
       case '[':
-        array();
+        container(*p_ == '{');
         return;
       case '"': {
         auto text = string();
@@ -168,60 +170,45 @@ class Parser {
     p_ += word.size();
   }
 
-  void object() {
-    out_.open(true);
+  // An object or an array, from its opening bracket at p_.
+  void container(bool object) {
+    const char closer = object ? '}' : ']';
+    out_.open(object);
     ++p_;
     space();
-    if (p_ != end_ && *p_ == '}') {
+    if (p_ != end_ && *p_ == closer) {
       ++p_;
       out_.close();
       return;
     }
     while (true) {
-      space();
-      if (p_ == end_ || *p_ != '"') error("expected a string as an object key");
-      out_.key(string());
-      space();
-      if (p_ == end_ || *p_ != ':') error("expected ':' after an object key");
-      ++p_;
-      value();
+      if (object) {
+        member();
+      } else {
+        value();
+      }
       space();
       if (p_ != end_ && *p_ == ',') {
         ++p_;
         continue;
       }
-      if (p_ != end_ && *p_ == '}') {
+      if (p_ != end_ && *p_ == closer) {
         ++p_;
         out_.close();
         return;
       }
-      error("expected ',' or '}' in an object");
+      error(object ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array");
     }
   }
 
-  void array() {
-    out_.open(false);
-    ++p_;
+  void member() {
     space();
-    if (p_ != end_ && *p_ == ']') {
-      ++p_;
-      out_.close();
-      return;
-    }
-    while (true) {
-      value();
-      space();
-      if (p_ != end_ && *p_ == ',') {
-        ++p_;
-        continue;
-      }
-      if (p_ != end_ && *p_ == ']') {
-        ++p_;
-        out_.close();
-        return;
-      }
-      error("expected ',' or ']' in an array");
-    }
+    if (p_ == end_ || *p_ != '"') error("expected a string as an object key");
+    out_.key(string());
+    space();
+    if (p_ == end_ || *p_ != ':') error("expected ':' after an object key");
+    ++p_;
+    value();
   }
 
   static bool digit(char c) { return c >= '0' && c <= '9'; }
@@ -283,7 +270,7 @@ class Parser {
     uint32_t code = 0;
     for (int i = 0; i < 4; ++i, ++p_) {
       char c = *p_;
-      uint32_t v = digit(c)                ? static_cast<uint32_t>(c - '0')
+      uint32_t v = digit(c)                 ? static_cast<uint32_t>(c - '0')
                    : (c >= 'a' && c <= 'f') ? static_cast<uint32_t>(c - 'a' + 10)
                    : (c >= 'A' && c <= 'F') ? static_cast<uint32_t>(c - 'A' + 10)
                                             : 16;
@@ -298,15 +285,32 @@ class Parser {
     if (p_ == end_) error("unexpected end of input in a string");
     char c = *p_++;
     switch (c) {
-      case '"': decoded_ += '"'; return;
-      case '\\': decoded_ += '\\'; return;
-      case '/': decoded_ += '/'; return;
-      case 'b': decoded_ += '\b'; return;
-      case 'f': decoded_ += '\f'; return;
-      case 'n': decoded_ += '\n'; return;
-      case 'r': decoded_ += '\r'; return;
-      case 't': decoded_ += '\t'; return;
-      case 'u': break;
+      case '"':
+        decoded_ += '"';
+        return;
+      case '\\':
+        decoded_ += '\\';
+        return;
+      case '/':
+        decoded_ += '/';
+        return;
+      case 'b':
+        decoded_ += '\b';
+        return;
+      case 'f':
+        decoded_ += '\f';
+        return;
+      case 'n':
+        decoded_ += '\n';
+        return;
+      case 'r':
+        decoded_ += '\r';
+        return;
+      case 't':
+        decoded_ += '\t';
+        return;
+      case 'u':
+        break;
       default:
         --p_;
         error("invalid escape in a string");
@@ -318,7 +322,8 @@ class Parser {
         error("a high surrogate must be followed by a low surrogate");
       p_ += 2;
       uint32_t low = hex4();
-      if (low < 0xDC00 || low > 0xDFFF) error("a high surrogate must be followed by a low surrogate");
+      if (low < 0xDC00 || low > 0xDFFF)
+        error("a high surrogate must be followed by a low surrogate");
       code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
     }
     append_utf8(code);

@@ -11,7 +11,16 @@
 
 namespace ptepack {
 
-enum class JsonType : uint8_t { null, boolean, integer, unsigned_integer, floating, string, array, object };
+enum class JsonType : uint8_t {
+  null,
+  boolean,
+  integer,
+  unsigned_integer,
+  floating,
+  string,
+  array,
+  object
+};
 
 struct JsonMember;
 
@@ -100,8 +109,8 @@ class JsonDocument {
 
  private:
   std::vector<std::unique_ptr<std::byte[]>> blocks_;
-  size_t used_ = 0;       // in the last block
-  size_t capacity_ = 0;   // of the last block
+  size_t used_ = 0;      // in the last block
+  size_t capacity_ = 0;  // of the last block
   JsonValue root_;
 };
 

@@ -53,8 +53,8 @@ void JsonWriter::value(std::string_view text) {
 
 void JsonWriter::string(std::string_view text) {
   if (!is_utf8(text)) {  // nlohmann's own replacement of invalid bytes, exactly
-    out_ += nlohmann::json(std::string(text)).dump(-1, ' ', false,
-                                                   nlohmann::json::error_handler_t::replace);
+    out_ += nlohmann::json(std::string(text))
+                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return;
   }
   out_ += '"';
@@ -65,14 +65,30 @@ void JsonWriter::string(std::string_view text) {
     out_.append(text.substr(plain, i - plain));
     plain = i + 1;
     switch (c) {
-      case '"': out_ += "\\\""; break;
-      case '\\': out_ += "\\\\"; break;
-      case '\b': out_ += "\\b"; break;
-      case '\f': out_ += "\\f"; break;
-      case '\n': out_ += "\\n"; break;
-      case '\r': out_ += "\\r"; break;
-      case '\t': out_ += "\\t"; break;
-      default: out_ += fmt::format("\\u{:04x}", c); break;
+      case '"':
+        out_ += "\\\"";
+        break;
+      case '\\':
+        out_ += "\\\\";
+        break;
+      case '\b':
+        out_ += "\\b";
+        break;
+      case '\f':
+        out_ += "\\f";
+        break;
+      case '\n':
+        out_ += "\\n";
+        break;
+      case '\r':
+        out_ += "\\r";
+        break;
+      case '\t':
+        out_ += "\\t";
+        break;
+      default:
+        out_ += fmt::format("\\u{:04x}", c);
+        break;
     }
   }
   out_.append(text.substr(plain));

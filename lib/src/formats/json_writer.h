@@ -27,6 +27,12 @@ class JsonWriter {
   void negative(int64_t number);
   void value(bool flag);
   void null();
+  // key(name), then value(v).
+  template <typename T>
+  void field(std::string_view name, const T& v) {
+    key(name);
+    value(v);
+  }
   template <typename List>
   void strings(const List& list) {
     begin_array();

@@ -1,9 +1,9 @@
 // manifest.json writer and strict reader.
 #include "ptepack/formats/manifest.h"
 
-#include "ptepack/base/error.h"
 #include "json_document.h"
 #include "json_writer.h"
+#include "ptepack/base/error.h"
 #include "ptepack/formats/json_util.h"
 
 namespace ptepack {
@@ -87,10 +87,8 @@ bool is_plain_file_name(std::string_view name) {
 std::string manifest_to_json(const Manifest& m) {
   JsonWriter w;
   w.begin_object();
-  w.key("cap_mode");
-  w.value(m.cap_mode);
-  w.key("format");
-  w.value(kManifestFormat);
+  w.field("cap_mode", m.cap_mode);
+  w.field("format", kManifestFormat);
   w.key("max_shard_bytes");
   if (m.max_shard_bytes) {
     w.value(*m.max_shard_bytes);
@@ -99,60 +97,47 @@ std::string manifest_to_json(const Manifest& m) {
   }
   w.key("metadata");
   w.begin_object();
-  w.key("total_size");
-  w.value(m.total_size);
+  w.field("total_size", m.total_size);
   w.end_object();
   if (m.oversize_own_shard) {
-    w.key("oversize");
-    w.value("own-shard");
+    w.field("oversize", "own-shard");
   }
   if (m.version == kManifestProgramsVersion) {
     w.key("programs");
     w.begin_array();
     for (const auto& p : m.programs) {
       w.begin_object();
-      w.key("file");
-      w.value(p.file);
+      w.field("file", p.file);
       w.key("methods");
       w.strings(p.methods);
       w.key("named_data");
       w.strings(p.named_data);
-      w.key("sha256");
-      w.value(p.sha256);
+      w.field("sha256", p.sha256);
       w.key("shards");
       w.strings(p.shards);
-      w.key("size");
-      w.value(p.size);
+      w.field("size", p.size);
       w.end_object();
     }
     w.end_array();
   } else {
     w.key("program");
     w.begin_object();
-    w.key("file");
-    w.value(m.program.file);
-    w.key("sha256");
-    w.value(m.program.sha256);
-    w.key("size");
-    w.value(m.program.size);
+    w.field("file", m.program.file);
+    w.field("sha256", m.program.sha256);
+    w.field("size", m.program.size);
     w.end_object();
   }
-  w.key("shard_format");
-  w.value(m.shard_format);
+  w.field("shard_format", m.shard_format);
   w.key("shards");
   w.begin_array();
   for (const auto& s : m.shards) {
     w.begin_object();
-    w.key("file");
-    w.value(s.file);
+    w.field("file", s.file);
     w.key("keys");
     w.strings(s.keys);
-    w.key("payload_bytes");
-    w.value(s.payload_bytes);
-    w.key("sha256");
-    w.value(s.sha256);
-    w.key("size");
-    w.value(s.size);
+    w.field("payload_bytes", s.payload_bytes);
+    w.field("sha256", s.sha256);
+    w.field("size", s.size);
     w.end_object();
   }
   w.end_array();
@@ -164,34 +149,26 @@ std::string manifest_to_json(const Manifest& m) {
     w.key(key);
     w.begin_object();
     if (t.alias_of) {
-      w.key("alias_of");
-      w.value(*t.alias_of);
+      w.field("alias_of", *t.alias_of);
     }
     if (!t.dim_order.empty()) {
       w.key("dim_order");
       w.numbers(t.dim_order);
     }
-    w.key("dtype");
-    w.value(dtype_name(t.dtype));
-    w.key("mutable");
-    w.value(t.is_mutable);
-    w.key("nbytes");
-    w.value(t.nbytes);
+    w.field("dtype", dtype_name(t.dtype));
+    w.field("mutable", t.is_mutable);
+    w.field("nbytes", t.nbytes);
     if (t.opaque) {
-      w.key("opaque");
-      w.value(true);
+      w.field("opaque", true);
     }
-    w.key("sha256");
-    w.value(t.sha256);
+    w.field("sha256", t.sha256);
     w.key("shape");
     w.numbers(t.shape);
-    w.key("shard");
-    w.value(t.shard);
+    w.field("shard", t.shard);
     w.end_object();
   }
   w.end_object();
-  w.key("version");
-  w.value(m.version);
+  w.field("version", m.version);
   w.key("weight_map");
   w.begin_object();
   for (const auto& [key, file] : m.weight_map) {

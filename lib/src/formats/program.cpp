@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <fstream>
 
+#include "program_json.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
 #include "ptepack/io/input_file.h"
 #include "ptepack/model/tensor.h"
-#include "program_json.h"
 
 namespace ptepack {
 namespace detail {

@@ -48,7 +48,9 @@ class JsonProgramReader {
  public:
   JsonProgramReader(std::string_view text, const std::string& context)
       // The binary is about as large as the text: one buffer, grown seldom if ever.
-      : text_(text), context_(context), builder_(std::clamp<size_t>(text.size(), 1 << 16, 1u << 30)) {
+      : text_(text),
+        context_(context),
+        builder_(std::clamp<size_t>(text.size(), 1 << 16, 1u << 30)) {
     builder_.ForceDefaults(true);  // a field given in the text is stored, default or not
   }
 
