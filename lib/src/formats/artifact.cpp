@@ -139,10 +139,11 @@ void load_directory(Artifact& a) {
     return;
   }
   // The program and the shards are independent: read them at once (each a
-  // good share of a many-tensor dump). Errors are raised program first, as
-  // when they are read one after the other.
+  // good share of a many-tensor dump; a small program is not worth a thread).
+  // Errors are raised program first, as when they are read one after the other.
   std::exception_ptr errors[2];
-  parallel_for(2, effective_jobs(0), [&](size_t task) {
+  const unsigned jobs = m.program.size >= kOverlapProgramBytes ? effective_jobs(0) : 1;
+  parallel_for(2, jobs, [&](size_t task) {
     try {
       if (task == 0) {
         load_graph_program(a, paths, m, manifest_file->name());

@@ -15,6 +15,7 @@
 #include "ptepack/formats/safetensors.h"
 #include "ptepack/hash/parallel_hash.h"
 #include "ptepack/io/output_file.h"
+#include "ptepack/io/progress.h"
 #include "ptepack/verify/verify.h"
 
 namespace ptepack {
@@ -324,16 +325,17 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   // them on one more thread while the tensors are hashed; their problems come last.
   std::vector<std::string> program_checks;
   std::exception_ptr program_checks_error;
+  auto check_program = [&] {
+    try {
+      check_graph_program(*program, m, data, mname, program_checks);
+    } catch (...) {
+      program_checks_error = std::current_exception();
+    }
+  };
   std::thread program_checker;
-  if (program) {
-    program_checker = std::thread([&] {
-      try {
-        check_graph_program(*program, m, data, mname, program_checks);
-      } catch (...) {
-        program_checks_error = std::current_exception();
-      }
-    });
-  }
+  const bool overlap =
+      program && m.program.size >= kOverlapProgramBytes && effective_jobs(options.jobs) > 1;
+  if (overlap) program_checker = std::thread(check_program);
   struct Join {
     std::thread& thread;
     ~Join() {
@@ -398,7 +400,11 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     });
   }
   if (!program) return;  // also every directory of .pte programs
-  program_checker.join();
+  if (overlap) {
+    program_checker.join();
+  } else {
+    check_program();
+  }
   if (program_checks_error) std::rethrow_exception(program_checks_error);
   problems.insert(problems.end(), program_checks.begin(), program_checks.end());
 }

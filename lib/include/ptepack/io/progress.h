@@ -66,4 +66,8 @@ void parallel_for(size_t count, unsigned jobs, const std::function<void(size_t)>
 // Number of worker threads for `requested` (0 = all cores).
 [[nodiscard]] unsigned effective_jobs(unsigned requested);
 
+// A directory's program at least this large is read, and verified, on a thread
+// of its own beside the rest (dump, verify); a smaller one is not worth a thread.
+inline constexpr uint64_t kOverlapProgramBytes = uint64_t{4} << 20;
+
 }  // namespace ptepack
