@@ -16,6 +16,7 @@ namespace ptepack {
 namespace {
 
 constexpr size_t kBlockBytes = size_t{1} << 20;
+constexpr size_t kFirstBlockBytes = size_t{4} << 10;
 // Objects with more members than this check duplicate keys in a hashed set.
 constexpr size_t kScannedKeys = 16;
 
@@ -445,22 +446,27 @@ void* JsonDocument::allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
   if (bytes > kBlockBytes / 4) {
     // A large string or array gets its own block, ahead of the one being filled.
-    auto block = std::make_unique<std::byte[]>(bytes);
+    auto block = std::make_unique_for_overwrite<std::byte[]>(bytes);
     void* out = block.get();
     blocks_.insert(blocks_.empty() ? blocks_.end() : blocks_.end() - 1, std::move(block));
     return out;
   }
   if (blocks_.empty() || capacity_ - used_ < bytes) {
-    blocks_.push_back(std::make_unique<std::byte[]>(kBlockBytes));
+    // Blocks double from a size set by the text, so a small document never
+    // pays for a large block; nothing is zero-filled, as the parser writes
+    // every byte it hands out.
+    capacity_ = std::max(next_block_, bytes);
+    next_block_ = std::min(kBlockBytes, capacity_ * 2);
+    blocks_.push_back(std::make_unique_for_overwrite<std::byte[]>(capacity_));
     used_ = 0;
-    capacity_ = kBlockBytes;
   }
   void* out = blocks_.back().get() + used_;
   used_ += bytes;
   return out;
 }
 
-JsonDocument::JsonDocument(std::string_view text, const std::string& context) {
+JsonDocument::JsonDocument(std::string_view text, const std::string& context)
+    : next_block_(std::clamp(text.size(), kFirstBlockBytes, kBlockBytes)) {
   Builder builder(*this, root_, context);
   Parser(text, *this, builder, context).parse();
 }

@@ -111,6 +111,7 @@ class JsonDocument {
   std::vector<std::unique_ptr<std::byte[]>> blocks_;
   size_t used_ = 0;      // in the last block
   size_t capacity_ = 0;  // of the last block
+  size_t next_block_;    // size of the next block
   JsonValue root_;
 };
 
