@@ -29,4 +29,23 @@ std::vector<uint8_t> normalized_dim_order(const std::vector<uint8_t>& order) {
   return {};
 }
 
+TensorLookup::TensorLookup(const TensorTable& table) {
+  entries_.reserve(table.size());
+  numbers_.reserve(table.size());
+  for (const auto& entry : table) {
+    numbers_.emplace(entry.first, entries_.size());
+    entries_.push_back(&entry);
+  }
+}
+
+size_t TensorLookup::find(std::string_view key) const {
+  auto it = numbers_.find(key);
+  return it == numbers_.end() ? npos : it->second;
+}
+
+const TensorData* TensorLookup::data(std::string_view key) const {
+  size_t i = find(key);
+  return i == npos ? nullptr : &entries_[i]->second;
+}
+
 }  // namespace ptepack

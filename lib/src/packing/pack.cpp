@@ -218,13 +218,18 @@ PackSummary pack_once(const PackOptions& options) {
   summary.package = is_package_path(options.output);
   summary.dry_run = options.dry_run;
   summary.sharding = options.sharding;
-  summary.renames = merged.renames;
+  summary.renames = std::move(merged.renames);
   summary.state.assign(merged.state.begin(), merged.state.end());
   summary.dropped_keys = merged.dropped_keys;
   summary.dropped_bytes = merged.dropped_bytes;
 
-  for (const auto& [key, data] : merged.tensors) {
-    prepared.tensors.push_back({key, data, {}, merged.state.count(key) > 0});
+  // Tensors and state keys are both ordered by key: one walk marks the state.
+  prepared.tensors.reserve(merged.tensors.size());
+  auto state = merged.state.begin();
+  for (auto& [key, data] : merged.tensors) {
+    while (state != merged.state.end() && *state < key) ++state;
+    bool is_state = state != merged.state.end() && *state == key;
+    prepared.tensors.push_back({key, std::move(data), {}, is_state});
   }
   // Only the program's bytes are needed from here on.
   prepared.program_bytes = write_program_binary(std::move(merged.program), program_file_bytes);

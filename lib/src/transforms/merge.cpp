@@ -48,9 +48,9 @@ bool same_bytes(const ByteRange& a, const ByteRange& b) {
 
 // Where a final key's data came from, to detect disagreeing state data.
 struct Binding {
-  TensorData data;
-  size_t input;  // position on the command line (two inputs may share a path)
-  std::string method;
+  const TensorData* data;     // in its input's table
+  size_t input;               // position on the command line (two inputs may share a path)
+  const std::string* method;  // in the merged program
 };
 
 }  // namespace
@@ -128,7 +128,13 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
     }
   }
   const std::unordered_set<std::string> state_keys(out.state.begin(), out.state.end());
-  auto is_mutable = [&](const std::string& key) { return state_keys.count(state_key(key)) > 0; };
+  std::string state_name;  // reused: one lookup per key reference, no allocation
+  auto is_mutable = [&](const std::string& key) {
+    if (starts_with(key, kStatePrefix)) return state_keys.count(key) > 0;
+    state_name.assign(kStatePrefix);
+    state_name += key;
+    return state_keys.count(state_name) > 0;
+  };
 
   // Mutable buffers must agree on dtype and shape across methods.
   BufferDeclarations buffer_decls;
@@ -143,19 +149,20 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
   std::vector<std::pair<std::string, std::string>> mutation_targets;  // (input: method, final key)
   for (size_t input_index = 0; input_index < inputs.size(); ++input_index) {
     auto& input = inputs[input_index];
-    std::unordered_map<std::string, std::string> origin;    // final key -> source key
-    std::unordered_set<std::string_view> used_source_keys;  // views of input.data's keys
+    const TensorLookup data_of(input.data);
+    std::unordered_map<std::string, std::string> origin;  // final key -> source key
+    std::vector<bool> used(data_of.size());               // per entry of input.data
     for (auto& method : input.program->methods) {
-      const std::string method_name = method->name;
+      const std::string& method_name = method->name;
       std::unordered_set<std::string> renamed_here;
       buffer_decls.add_method(*method, out.state, state_key, decl_problems);
       if (!decl_problems.empty())
         throw Error(ErrorCode::conflict, input.name + ": " + decl_problems.front());
       // Data checks use the source keys, before renaming.
       for (const auto& c : method->constants) {
-        auto it = input.data.find(c->data_key);
-        if (it == input.data.end()) continue;
-        auto problem = constant_data_problem(*c, it->second, method_name, input.name);
+        const TensorData* data = data_of.data(c->data_key);
+        if (data == nullptr) continue;
+        auto problem = constant_data_problem(*c, *data, method_name, input.name);
         if (!problem.empty()) throw Error(ErrorCode::invalid_input, problem);
       }
       std::unordered_map<std::string_view, const nb::TensorValueT*> value_named;
@@ -163,17 +170,17 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
         for (const auto& tv : method->graph->tensor_values) value_named.emplace(tv->name, tv.get());
       }
       for (const auto& buffer : method->mutable_buffers) {
-        auto it = input.data.find(buffer->fqn);
+        const TensorData* data = data_of.data(buffer->fqn);
         auto tv = value_named.find(buffer->name);
-        if (it == input.data.end() || tv == value_named.end()) continue;
+        if (data == nullptr || tv == value_named.end()) continue;
         auto problem = tensor_data_problem(
-            *tv->second->meta, it->second,
+            *tv->second->meta, *data,
             fmt::format("{}: method {}: mutable buffer {} (key {})", input.name, quote(method_name),
                         quote(buffer->name), quote(buffer->fqn)));
         if (!problem.empty()) throw Error(ErrorCode::invalid_input, problem);
       }
       for_each_tensor_meta(*method, [&](const nb::TensorMetaT& meta, const std::string& name) {
-        auto found = quant_data_problems(meta, name, input.data, method_name, input.name);
+        auto found = quant_data_problems(meta, name, data_of, method_name, input.name);
         if (!found.empty()) throw Error(ErrorCode::invalid_input, found.front());
       });
       for_each_data_key(*method, [&](std::string& key, KeyRole role) {
@@ -193,38 +200,38 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
           mutation_targets.emplace_back(
               fmt::format("{}: method {}", input.name, quote(method_name)), final_name);
         }
-        auto data = input.data.find(key);
-        if (data != input.data.end()) {
-          used_source_keys.insert(data->first);
-          auto [b, first] =
-              bound.emplace(final_name, Binding{data->second, input_index, method_name});
+        size_t entry = data_of.find(key);
+        if (entry != TensorLookup::npos) {
+          used[entry] = true;
+          const TensorData& data = data_of.entry(entry).second;
+          auto [b, first] = bound.emplace(final_name, Binding{&data, input_index, &method_name});
           if (!first && b->second.input != input_index) {
             const auto& prev = b->second;
-            bool same = prev.data.dtype == data->second.dtype &&
-                        prev.data.shape == data->second.shape &&
-                        same_bytes(prev.data.bytes, data->second.bytes);
+            bool same = prev.data->dtype == data.dtype && prev.data->shape == data.shape &&
+                        same_bytes(prev.data->bytes, data.bytes);
             if (!same) {
               fail(ErrorCode::conflict,
                    "{}: state key {}: initial data differs between {} (method {}) and {} (method "
                    "{})",
-                   input.name, quote(final_name), prev.data.bytes.file->name(), quote(prev.method),
-                   data->second.bytes.file->name(), quote(method_name));
+                   input.name, quote(final_name), prev.data->bytes.file->name(),
+                   quote(*prev.method), data.bytes.file->name(), quote(method_name));
             }
           }
         } else if (tensor_role && !mut) {
           fail_input("{}: method {}: {} key {} has no data", input.name, quote(method_name),
                      key_role_name(role), quote(key));
         }
-        if (final_name != key && renamed_here.insert(key).second) {
-          out.renames.push_back({method_name, key, final_name});
+        if (final_name != key) {
+          if (renamed_here.insert(key).second)
+            out.renames.push_back({method_name, key, final_name});
+          key = std::move(final_name);
         }
-        key = final_name;
       });
     }
-    for (const auto& [key, data] : input.data) {
-      if (!used_source_keys.count(key)) {
+    for (size_t i = 0; i < used.size(); ++i) {
+      if (!used[i]) {
         ++out.dropped_keys;
-        out.dropped_bytes += data.bytes.size;
+        out.dropped_bytes += data_of.entry(i).second.bytes.size;
       }
     }
   }
@@ -245,7 +252,15 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
                inputs.front().name, quote(*unbound));
   }
 
-  for (auto& [key, binding] : bound) out.tensors.emplace(key, std::move(binding.data));
+  // Sorted first, so the ordered table is filled at its end instead of searched.
+  std::vector<const std::pair<const std::string, Binding>*> by_key;
+  by_key.reserve(bound.size());
+  for (const auto& entry : bound) by_key.push_back(&entry);
+  std::sort(by_key.begin(), by_key.end(),
+            [](const auto* a, const auto* b) { return a->first < b->first; });
+  for (const auto* entry : by_key) {
+    out.tensors.emplace_hint(out.tensors.end(), entry->first, *entry->second.data);
+  }
   for (auto& input : inputs) {
     for (auto& method : input.program->methods) out.program->methods.push_back(std::move(method));
   }

@@ -257,19 +257,19 @@ std::string constant_data_problem(const nb::NamedTensorRefT& c, const TensorData
 }
 
 std::vector<std::string> quant_data_problems(const nb::TensorMetaT& meta, const std::string& tensor,
-                                             const TensorTable& data, const std::string& method,
+                                             const TensorLookup& data, const std::string& method,
                                              const std::string& context) {
   std::vector<std::string> problems;
   if (!meta.quant || meta.quant->scheme.type != nb::QuantScheme::AffineGroup) return problems;
   const auto& group = *meta.quant->scheme.AsAffineGroup();
   auto check = [&](const std::string& key, nb::ScalarType declared, std::string_view what) {
-    auto it = data.find(key);
-    if (key.empty() || it == data.end()) return;
-    if (it->second.dtype != static_cast<DType>(declared)) {
+    const TensorData* found = key.empty() ? nullptr : data.data(key);
+    if (found == nullptr) return;
+    if (found->dtype != static_cast<DType>(declared)) {
       problems.push_back(
           fmt::format("{}: method {}: tensor {}: {} key {} declares {} but data is {}", context,
                       quote(method), quote(tensor), what, quote(key),
-                      dtype_name(static_cast<DType>(declared)), dtype_name(it->second.dtype)));
+                      dtype_name(static_cast<DType>(declared)), dtype_name(found->dtype)));
     }
   };
   check(group.scale_data_key, group.scale_dtype, "scale");

@@ -25,6 +25,7 @@ void check_packed_program(const nb::ProgramT& program, const ProgramKeys& keys,
   if (program.methods.empty())
     problems.push_back(fmt::format("{}: program has no methods", context));
 
+  const TensorLookup lookup(data);
   for (const auto& [key, use] : keys.keys) {
     bool is_mutable = keys.mutated.count(key) > 0;
     if (is_mutable && key.rfind("state/", 0) != 0) {
@@ -49,7 +50,7 @@ void check_packed_program(const nb::ProgramT& program, const ProgramKeys& keys,
       problems.push_back(fmt::format("{}: buffer mutation target {} (method {}) names no buffer",
                                      context, quote(key), fmt::join(use.methods, ", ")));
     }
-    if (use.needs_data() && !data.count(key)) {
+    if (use.needs_data() && lookup.find(key) == TensorLookup::npos) {
       problems.push_back(fmt::format("{}: key {} (method {}) has no data", context, quote(key),
                                      fmt::join(use.methods, ", ")));
     }
@@ -59,18 +60,21 @@ void check_packed_program(const nb::ProgramT& program, const ProgramKeys& keys,
     decls.add_method(
         *method, keys.mutated, [](const std::string& k) { return k; }, problems);
     for (const auto& c : method->constants) {
-      auto it = data.find(c->data_key);
-      if (it == data.end()) continue;
-      auto problem = constant_data_problem(*c, it->second, method->name, context);
+      const TensorData* tensor = lookup.data(c->data_key);
+      if (tensor == nullptr) continue;
+      auto problem = constant_data_problem(*c, *tensor, method->name, context);
       if (!problem.empty()) problems.push_back(std::move(problem));
     }
     for_each_tensor_meta(*method, [&](const nb::TensorMetaT& meta, const std::string& name) {
-      auto found = quant_data_problems(meta, name, data, method->name, context);
+      auto found = quant_data_problems(meta, name, lookup, method->name, context);
       problems.insert(problems.end(), found.begin(), found.end());
     });
   }
+  // Both maps are ordered by key: one walk finds the stored keys nothing references.
+  auto referenced = keys.keys.begin();
   for (const auto& [key, tensor] : data) {
-    if (!keys.keys.count(key)) {
+    while (referenced != keys.keys.end() && referenced->first < key) ++referenced;
+    if (referenced == keys.keys.end() || referenced->first != key) {
       problems.push_back(
           fmt::format("{}: key {} is stored but no method references it", context, quote(key)));
     }

@@ -5,6 +5,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "ptepack/io/input_file.h"
@@ -33,6 +35,25 @@ struct TensorData {
 
 // key -> tensor, ordered by key bytes (std::string compares bytewise).
 using TensorTable = std::map<std::string, TensorData>;
+
+// A hashed index of a table's keys for many lookups: the ordered map compares
+// keys' long common prefixes at every step. The table must outlive it and keep
+// its keys; entries are numbered in key order.
+class TensorLookup {
+ public:
+  static constexpr size_t npos = SIZE_MAX;
+  explicit TensorLookup(const TensorTable& table);
+  // The entry's number, or npos.
+  [[nodiscard]] size_t find(std::string_view key) const;
+  [[nodiscard]] const TensorTable::value_type& entry(size_t i) const { return *entries_[i]; }
+  // The entry's data, or null.
+  [[nodiscard]] const TensorData* data(std::string_view key) const;
+  [[nodiscard]] size_t size() const { return entries_.size(); }
+
+ private:
+  std::vector<const TensorTable::value_type*> entries_;
+  std::unordered_map<std::string_view, size_t> numbers_;
+};
 
 // `order` as TensorData::dim_order holds it: empty when it is the identity.
 [[nodiscard]] std::vector<uint8_t> normalized_dim_order(const std::vector<uint8_t>& order);

@@ -35,7 +35,7 @@ namespace ptepack {
 // AffineGroup scale / zero-point data must have the dtype the group declares.
 [[nodiscard]] std::vector<std::string> quant_data_problems(const nb::TensorMetaT& meta,
                                                            const std::string& tensor,
-                                                           const TensorTable& data,
+                                                           const TensorLookup& data,
                                                            const std::string& method,
                                                            const std::string& context);
 
