@@ -41,73 +41,58 @@ void JsonWriter::close(char bracket) {
 
 void JsonWriter::key(std::string_view name) {
   element();
-  string(name);
+  append_json_string(out_, name);
   out_ += ": ";
   after_key_ = true;
 }
 
 void JsonWriter::value(std::string_view text) {
   element();
-  string(text);
+  append_json_string(out_, text);
 }
 
-void JsonWriter::string(std::string_view text) {
+void append_json_string(std::string& out, std::string_view text) {
   if (!is_utf8(text)) {  // nlohmann's own replacement of invalid bytes, exactly
-    out_ += nlohmann::json(std::string(text))
-                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    out += nlohmann::json(std::string(text))
+               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return;
   }
-  out_ += '"';
+  out += '"';
   size_t plain = 0;  // start of the run not yet copied
   for (size_t i = 0; i < text.size(); ++i) {
     auto c = static_cast<unsigned char>(text[i]);
     if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out_.append(text.substr(plain, i - plain));
+    out.append(text.substr(plain, i - plain));
     plain = i + 1;
     switch (c) {
       case '"':
-        out_ += "\\\"";
+        out += "\\\"";
         break;
       case '\\':
-        out_ += "\\\\";
+        out += "\\\\";
         break;
       case '\b':
-        out_ += "\\b";
+        out += "\\b";
         break;
       case '\f':
-        out_ += "\\f";
+        out += "\\f";
         break;
       case '\n':
-        out_ += "\\n";
+        out += "\\n";
         break;
       case '\r':
-        out_ += "\\r";
+        out += "\\r";
         break;
       case '\t':
-        out_ += "\\t";
+        out += "\\t";
         break;
       default:
-        out_ += fmt::format("\\u{:04x}", c);
+        out += fmt::format("\\u{:04x}", c);
         break;
     }
   }
-  out_.append(text.substr(plain));
-  out_ += '"';
-}
-
-void JsonWriter::value(uint64_t number) {
-  element();
-  fmt::format_to(std::back_inserter(out_), "{}", number);
-}
-
-void JsonWriter::value(int number) {
-  element();
-  fmt::format_to(std::back_inserter(out_), "{}", number);
-}
-
-void JsonWriter::negative(int64_t number) {
-  element();
-  fmt::format_to(std::back_inserter(out_), "{}", number);
+  out.append(text.substr(plain));
+  out += '"';
 }
 
 void JsonWriter::value(bool flag) {

@@ -2,6 +2,9 @@
 // (json_util.h) prints the same document, for documents too large for a DOM.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <concepts>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -13,6 +16,10 @@ namespace ptepack {
 // bytewise, as std::map holds them); the writer does layout and escaping:
 // 2-space indent, "key": value, empty containers as {} and [], strings as
 // nlohmann/json escapes them (invalid UTF-8 replaced by U+FFFD).
+// Appends `text` as a JSON string literal, escaped as nlohmann/json's dump()
+// escapes it (invalid UTF-8 replaced by U+FFFD).
+void append_json_string(std::string& out, std::string_view text);
+
 class JsonWriter {
  public:
   void begin_object() { open('{'); }
@@ -22,9 +29,12 @@ class JsonWriter {
   void key(std::string_view name);  // inside an object, before each value
   void value(std::string_view text);
   void value(const char* text) { value(std::string_view(text)); }
-  void value(uint64_t number);
-  void value(int number);
-  void negative(int64_t number);
+  template <std::integral T>
+  requires(!std::same_as<T, bool>) void value(T number) {
+    element();
+    const fmt::format_int text(number);
+    out_.append(text.data(), text.size());
+  }
   void value(bool flag);
   void null();
   // key(name), then value(v).
@@ -42,13 +52,7 @@ class JsonWriter {
   template <typename List>  // of integers, signed or not
   void numbers(const List& list) {
     begin_array();
-    for (auto n : list) {
-      if (n < 0) {
-        negative(static_cast<int64_t>(n));
-      } else {
-        value(static_cast<uint64_t>(n));
-      }
-    }
+    for (auto n : list) value(n);
     end_array();
   }
   // The finished text, with json_text's final newline.
@@ -58,7 +62,6 @@ class JsonWriter {
   void open(char bracket);
   void close(char bracket);
   void element();  // separator and indent before an array element or a key
-  void string(std::string_view text);
   void indent();
 
   std::string out_;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "json_writer.h"
 #include "ptepack/base/byte_reader.h"
 #include "ptepack/base/checked.h"
 #include "ptepack/base/error.h"
@@ -463,19 +464,18 @@ namespace {
 
 // JSON string literal for UTF-8 text; nlohmann's serializer escapes '"', '\\' and control bytes
 // and throws on ill-formed UTF-8, which the reader would reject anyway.
-std::string json_string(std::string_view text, std::string_view what) {
-  try {
-    return json(std::string(text)).dump();
-  } catch (const json::type_error&) {
-    fail_input("{} {} is not valid UTF-8", what, shown_key(text));
-  }
+// `text` as a JSON string literal: safetensors headers are UTF-8.
+void append_json_text(std::string& out, std::string_view text, std::string_view what) {
+  if (!is_utf8(text)) fail_input("{} {} is not valid UTF-8", what, shown_key(text));
+  append_json_string(out, text);
 }
 
-void append_entry(std::string& out, std::string_view key_literal, std::string_view code,
-                  const Shape& shape, uint64_t begin, uint64_t end) {
+void append_entry(std::string& out, std::string_view key, std::string_view code, const Shape& shape,
+                  uint64_t begin, uint64_t end) {
+  append_json_text(out, key, "tensor key");
   fmt::format_to(std::back_inserter(out),
-                 "{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}", key_literal,
-                 code, fmt::join(shape, ","), begin, end);
+                 ":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}", code,
+                 fmt::join(shape, ","), begin, end);
 }
 
 // `"__metadata__":{...}` without a trailing comma, or "" when there is no metadata.
@@ -484,9 +484,9 @@ std::string metadata_member(const std::map<std::string, std::string>& metadata) 
   std::string out = "\"__metadata__\":{";
   for (const auto& [key, value] : metadata) {
     if (out.back() != '{') out += ',';
-    out += json_string(key, "metadata key");
+    append_json_text(out, key, "metadata key");
     out += ':';
-    out += json_string(value, "metadata value");
+    append_json_text(out, value, "metadata value");
   }
   out += '}';
   return out;
@@ -498,8 +498,10 @@ Layout plan_file(const std::vector<Entry>& entries,
                  const std::map<std::string, std::string>& metadata) {
   std::vector<size_t> by_key(entries.size());
   for (size_t i = 0; i < by_key.size(); ++i) by_key[i] = i;
-  std::sort(by_key.begin(), by_key.end(),
-            [&](size_t a, size_t b) { return entries[a].key < entries[b].key; });
+  auto key_less = [&](size_t a, size_t b) { return entries[a].key < entries[b].key; };
+  if (!std::is_sorted(by_key.begin(), by_key.end(), key_less)) {  // pack's come sorted
+    std::sort(by_key.begin(), by_key.end(), key_less);
+  }
 
   Layout layout;
   std::vector<uint64_t> relative(entries.size());
@@ -537,8 +539,8 @@ Layout plan_file(const std::vector<Entry>& entries,
   for (size_t i : by_key) {
     const Entry& entry = entries[i];
     if (header.size() > 1) header += ',';
-    append_entry(header, json_string(entry.key, "tensor key"), safetensors_code(entry.dtype),
-                 entry.shape, relative[i], relative[i] + entry.nbytes);
+    append_entry(header, entry.key, safetensors_code(entry.dtype), entry.shape, relative[i],
+                 relative[i] + entry.nbytes);
   }
   header += '}';
   layout.header_size = 8 + header.size();
@@ -558,7 +560,7 @@ Layout plan_file(const std::vector<Entry>& entries,
 uint64_t entry_json_size(std::string_view key, DType dtype, const Shape& shape, uint64_t begin,
                          uint64_t end) {
   std::string member;
-  append_entry(member, json_string(key, "tensor key"), safetensors_code(dtype), shape, begin, end);
+  append_entry(member, key, safetensors_code(dtype), shape, begin, end);
   return member.size();
 }
 

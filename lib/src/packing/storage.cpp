@@ -2,24 +2,33 @@
 #include "ptepack/packing/storage.h"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
+#include <cstring>
+#include <unordered_map>
 
 namespace ptepack {
 
 std::vector<StorageGroup> group_tensors(const std::vector<StoredTensor>& tensors, DedupRule rule) {
-  using Identity = std::tuple<Digest, uint64_t, int, Shape>;
-  std::map<Identity, size_t> by_identity;
+  // Groups are found by their first member's index: hashed on its digest,
+  // equal when digest, byte length (and, by the rule, dtype and shape) agree.
+  auto hash = [&](size_t i) {
+    size_t h = 0;
+    std::memcpy(&h, tensors[i].sha256.data(), sizeof h);
+    return h;
+  };
+  auto same = [&](size_t a, size_t b) {
+    const auto& x = tensors[a];
+    const auto& y = tensors[b];
+    if (x.sha256 != y.sha256 || x.data.bytes.size != y.data.bytes.size) return false;
+    return rule != DedupRule::dtype_shape_bytes ||
+           (x.data.dtype == y.data.dtype && x.data.shape == y.data.shape);
+  };
+  std::unordered_map<size_t, size_t, decltype(hash), decltype(same)> group_of(
+      tensors.size(), hash, same);  // first member -> group
   std::vector<StorageGroup> groups;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
     if (!t.is_mutable) {
-      Identity id{t.sha256, t.data.bytes.size, -1, {}};
-      if (rule == DedupRule::dtype_shape_bytes) {
-        std::get<2>(id) = static_cast<int>(t.data.dtype);
-        std::get<3>(id) = t.data.shape;
-      }
-      auto [it, fresh] = by_identity.emplace(std::move(id), groups.size());
+      auto [it, fresh] = group_of.emplace(i, groups.size());
       if (!fresh) {
         groups[it->second].members.push_back(i);
         continue;
@@ -27,11 +36,14 @@ std::vector<StorageGroup> group_tensors(const std::vector<StoredTensor>& tensors
     }
     groups.push_back(StorageGroup{{i}, t.data.bytes.size, t.is_mutable});
   }
-  // Tensors arrive sorted by key, so each member list is sorted and groups are
-  // created in owner-key order already; sort anyway to keep the contract local.
-  std::sort(groups.begin(), groups.end(), [&](const StorageGroup& a, const StorageGroup& b) {
+  // Groups are created in the order of their first members; when the tensors
+  // arrive sorted by key (pack's always do), that is owner-key order already.
+  auto by_owner_key = [&](const StorageGroup& a, const StorageGroup& b) {
     return tensors[a.members[0]].key < tensors[b.members[0]].key;
-  });
+  };
+  if (!std::is_sorted(groups.begin(), groups.end(), by_owner_key)) {
+    std::sort(groups.begin(), groups.end(), by_owner_key);
+  }
   return groups;
 }
 

@@ -1,6 +1,5 @@
 // .ptn writer: ZIP of program.ptg, program.safetensors (owners, sorted) and aliases.json.
-#include <nlohmann/json.hpp>
-
+#include "../formats/json_writer.h"
 #include "pack_internal.h"
 #include "ptepack/formats/safetensors.h"
 #include "ptepack/formats/zip.h"
@@ -24,14 +23,18 @@ void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress*
 
   // program.safetensors holds each group's owner, in key order (groups are in owner order).
   std::vector<safetensors::Entry> entries;
+  entries.reserve(groups.size());
   for (const auto& g : groups) {
     const auto& owner = tensors[g.members[0]];
     entries.push_back({owner.key, owner.data.dtype, owner.data.shape, owner.data.bytes.size});
   }
   std::string aliases_text;
   if (!summary.aliases.empty()) {
-    nlohmann::json aliases(summary.aliases);
-    aliases_text = aliases.dump(2) + "\n";
+    JsonWriter aliases;  // {"alias": "owner", ...}, ordered by alias
+    aliases.begin_object();
+    for (const auto& [alias, owner] : summary.aliases) aliases.field(alias, owner);
+    aliases.end_object();
+    aliases_text = std::move(aliases).finish();
   }
   std::vector<std::pair<std::string, uint64_t>> members{
       {"program.ptg", prepared.program_bytes.size()}};
