@@ -330,9 +330,7 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
     return a;
   }
   a.kind = ArtifactKind::program;
-  a.program = read_program_file(path);
-  std::error_code ignored;  // the file was just read; its size only sizes buffers
-  a.program_file_bytes = fs::file_size(path, ignored);
+  a.program = read_program_file(path, &a.program_file_bytes);
   std::vector<fs::path> sources = data_paths;
   if (sources.empty() && use_default_data) {
     auto stem = path;

@@ -271,8 +271,9 @@ ProgramPtr read_program_json(std::string_view text, const std::string& context) 
   return read_program_binary({binary.data(), binary.size()}, context);
 }
 
-ProgramPtr read_program_file(const std::filesystem::path& path) {
+ProgramPtr read_program_file(const std::filesystem::path& path, uint64_t* file_bytes) {
   auto file = InputFile::open(path);
+  if (file_bytes != nullptr) *file_bytes = file->size();
   if (file->size() > Limits::max_program_bytes) {
     fail_input("{}: program file of {} bytes exceeds the limit", file->name(), file->size());
   }

@@ -24,14 +24,18 @@ class ScopeChecker {
 
   // bound: names defined before the first node (graph inputs and, at the top
   // level, the method's bindings).
-  void check(const nb::GraphT& graph, const std::vector<std::string>& bound, int depth) {
-    for (const auto& name : bound) {
+  void check(const nb::GraphT& graph, const std::vector<std::string_view>& bound, int depth) {
+    graph_ = &graph;
+    bound_.reserve(bound.size());
+    for (auto name : bound) {
       if (!bound_.insert(name).second)
-        report("duplicate SSA name {} among inputs and bindings", name);
+        report("duplicate SSA name {} among inputs and bindings", std::string(name));
     }
-    collect_definitions(graph);
-    NameSet defined(bound_.begin(), bound_.end());
+    NameSet defined;
+    defined.reserve(bound_.size() + graph.nodes.size());
+    defined.insert(bound_.begin(), bound_.end());
     NameSet node_names;
+    node_names.reserve(graph.nodes.size());
     for (const auto& node : graph.nodes) {
       if (!node_names.insert(node->name).second) report("duplicate node name {}", node->name);
       if (node->op_kind == nb::OpKind::PLACEHOLDER) {
@@ -49,6 +53,7 @@ class ScopeChecker {
       if (!defined.count(name)) report("graph output {} is not defined", name);
     }
     NameSet described;
+    described.reserve(graph.tensor_values.size());
     for (const auto& tv : graph.tensor_values) {
       if (!described.insert(tv->name).second) report("duplicate tensor_values entry {}", tv->name);
       if (!defined.count(tv->name)) report("tensor_values entry {} names no value", tv->name);
@@ -70,8 +75,12 @@ class ScopeChecker {
   }
 
  private:
-  void collect_definitions(const nb::GraphT& graph) {
-    for (const auto& node : graph.nodes) {
+  // Every value the graph's nodes define, to tell a forward reference from an
+  // unresolved name: needed only once a use fails.
+  void collect_definitions() {
+    if (collected_) return;
+    collected_ = true;
+    for (const auto& node : graph_->nodes) {
       if (node->op_kind == nb::OpKind::PLACEHOLDER) continue;
       for (const auto& out : node->outputs) {
         all_definitions_.insert(out->name);
@@ -98,6 +107,7 @@ class ScopeChecker {
   void use(const nb::NodeT& node, const std::string& name, const NameSet& defined,
            std::string_view what) {
     if (defined.count(name)) return;
+    collect_definitions();
     if (all_definitions_.count(name)) {
       report("node {} uses {} ({}) before it is defined (forward reference)", node.name,
              quote(name), what);
@@ -151,7 +161,9 @@ class ScopeChecker {
       case nb::ArgumentValue::GraphArg: {
         const auto& sub = *v.AsGraphArg();
         ScopeChecker inner(problems_, fmt::format("{} > subgraph {}", where_, quote(sub.name)));
-        inner.check(*sub.graph, sub.graph->inputs, depth + 1);
+        const std::vector<std::string_view> inputs(sub.graph->inputs.begin(),
+                                                   sub.graph->inputs.end());
+        inner.check(*sub.graph, inputs, depth + 1);
         break;
       }
       default:
@@ -161,7 +173,9 @@ class ScopeChecker {
 
   std::vector<std::string>& problems_;
   std::string where_;
+  const nb::GraphT* graph_ = nullptr;
   NameSet bound_;
+  bool collected_ = false;
   NameSet all_definitions_;
   NameSet defined_;
   NameSet described_;
@@ -181,9 +195,10 @@ std::vector<std::string> validate_method_structure(const nb::MethodT& method,
                                                    const std::string& context) {
   std::vector<std::string> problems;
   ScopeChecker top(problems, fmt::format("{}: method {}", context, quote(method.name)));
-  std::vector<std::string> bound = method.graph->inputs;
-  for (const auto& c : method.constants) bound.push_back(c->name);
-  for (const auto& b : method.mutable_buffers) bound.push_back(b->name);
+  std::vector<std::string_view> bound(method.graph->inputs.begin(), method.graph->inputs.end());
+  bound.reserve(bound.size() + method.constants.size() + method.mutable_buffers.size());
+  for (const auto& c : method.constants) bound.emplace_back(c->name);
+  for (const auto& b : method.mutable_buffers) bound.emplace_back(b->name);
   top.check(*method.graph, bound, 0);
   for (const auto& spec : method.output_specs) {
     if (!top.is_defined(spec->name)) top.report("output spec names undefined value {}", spec->name);

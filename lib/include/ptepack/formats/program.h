@@ -24,7 +24,9 @@ using ProgramPtr = std::unique_ptr<nb::ProgramT>;
 // streaming pass into a flatbuffer against the built-in schema, then read as binary.
 [[nodiscard]] ProgramPtr read_program_json(std::string_view text, const std::string& context);
 // A .ptg or .json file, told apart by content (identifier or leading '{').
-[[nodiscard]] ProgramPtr read_program_file(const std::filesystem::path& path);
+// `file_bytes`, when given, receives the file's size.
+[[nodiscard]] ProgramPtr read_program_file(const std::filesystem::path& path,
+                                           uint64_t* file_bytes = nullptr);
 
 // Deterministic .ptg bytes (identifier NPTG): equal programs give equal bytes.
 // `size_hint`, the expected size, only sizes the first buffer.
