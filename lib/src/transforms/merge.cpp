@@ -143,18 +143,24 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
   // Rules 2-4: rename every reference; detect collisions within an input.
   // Hashed: a program can hold hundreds of thousands of keys with long common prefixes.
   std::unordered_map<std::string, Binding> bound;  // final key -> data source
-  std::vector<std::string> needs_data;             // final keys read as tensors
+  // State keys read as tensors; an immutable key read as one fails at once
+  // when its input has no data for it.
+  std::vector<std::string> needs_data;
   // State keys a constant or MutableBufferSpec declares.
   std::unordered_set<std::string> declared_state;
   std::vector<std::pair<std::string, std::string>> mutation_targets;  // (input: method, final key)
   for (size_t input_index = 0; input_index < inputs.size(); ++input_index) {
     auto& input = inputs[input_index];
     const TensorLookup data_of(input.data);
-    std::unordered_map<std::string, std::string> origin;  // final key -> source key
-    std::vector<bool> used(data_of.size());               // per entry of input.data
-    for (auto& method : input.program->methods) {
+    struct Origin {
+      std::string source;            // the key as written
+      size_t listed_for = SIZE_MAX;  // the last method whose renames list it
+    };
+    std::unordered_map<std::string, Origin> origin;  // final key -> source key
+    std::vector<bool> used(data_of.size());          // per entry of input.data
+    for (size_t method_index = 0; method_index < input.program->methods.size(); ++method_index) {
+      auto& method = input.program->methods[method_index];
       const std::string& method_name = method->name;
-      std::unordered_set<std::string> renamed_here;
       buffer_decls.add_method(*method, out.state, state_key, decl_problems);
       if (!decl_problems.empty())
         throw Error(ErrorCode::conflict, input.name + ": " + decl_problems.front());
@@ -186,14 +192,14 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
       for_each_data_key(*method, [&](std::string& key, KeyRole role) {
         bool mut = is_mutable(key);
         std::string final_name = final_key(method_name, key, mut);
-        auto [o, fresh] = origin.emplace(final_name, key);
-        if (!fresh && o->second != key) {
+        auto [o, fresh] = origin.try_emplace(final_name, Origin{key});
+        if (!fresh && o->second.source != key) {
           fail(ErrorCode::conflict, "{}: method {}: keys {} and {} both become {}", input.name,
-               quote(method_name), quote(o->second), quote(key), quote(final_name));
+               quote(method_name), quote(o->second.source), quote(key), quote(final_name));
         }
         bool tensor_role =
             role == KeyRole::constant || role == KeyRole::scale || role == KeyRole::zero_point;
-        if (tensor_role) needs_data.push_back(final_name);
+        if (tensor_role && mut) needs_data.push_back(final_name);
         if (mut && (role == KeyRole::constant || role == KeyRole::mutable_buffer))
           declared_state.insert(final_name);
         if (role == KeyRole::mutation_target) {
@@ -222,8 +228,11 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
                      key_role_name(role), quote(key));
         }
         if (final_name != key) {
-          if (renamed_here.insert(key).second)
+          // Within a method a final key has one source (or the merge failed above).
+          if (o->second.listed_for != method_index) {
+            o->second.listed_for = method_index;
             out.renames.push_back({method_name, key, final_name});
+          }
           key = std::move(final_name);
         }
       });
