@@ -31,9 +31,7 @@ std::vector<Digest> hash_ranges(const std::vector<ByteRange>& ranges, unsigned j
   parallel_for(order.size(), effective_jobs(jobs), [&](size_t n) {
     size_t slot = order[n];
     const auto& range = ranges[distinct[slot]];
-    // Sized to the range so many small tensors cost no large allocations.
-    std::vector<uint8_t> buffer(
-        static_cast<size_t>(std::min<uint64_t>(kChunkBytes, std::max<uint64_t>(range.size, 1))));
+    auto buffer = chunk_buffer(range.size);
     Sha256 hasher;
     for_each_chunk(range, buffer, [&](std::span<const uint8_t> chunk) {
       hasher.update(chunk);

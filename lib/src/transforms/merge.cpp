@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "ptepack/base/error.h"
+#include "ptepack/hash/parallel_hash.h"
 #include "ptepack/io/progress.h"
 #include "ptepack/model/program_walk.h"
 #include "ptepack/transforms/validate.h"
@@ -35,7 +36,8 @@ std::string join_lines(const std::vector<std::string>& lines) {
 bool same_bytes(const ByteRange& a, const ByteRange& b) {
   if (a.size != b.size) return false;
   if (a.file == b.file && a.offset == b.offset) return true;
-  std::vector<uint8_t> x(1 << 20), y(1 << 20);
+  auto x = chunk_buffer(a.size);
+  auto y = chunk_buffer(a.size);
   for (uint64_t done = 0; done < a.size;) {
     auto n = static_cast<size_t>(std::min<uint64_t>(x.size(), a.size - done));
     a.file->read_at(a.offset + done, std::span<uint8_t>(x.data(), n));

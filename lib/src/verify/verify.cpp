@@ -33,7 +33,7 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
   if (!attempt(problems, [&] { members = zip::read_directory(*file); })) return;
   report.files_checked = 1;
   std::map<std::string, const zip::Member*> by_name;
-  std::vector<uint8_t> buffer(kChunkBytes);
+  auto buffer = chunk_buffer(file->size());
   for (const auto& m : members) {
     if (m.name != "program.ptg" && m.name != "program.safetensors" && m.name != "aliases.json") {
       problems.push_back(fmt::format("{}: unexpected member {}", name, quote(m.name)));

@@ -205,7 +205,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
         out.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(),
                                   file->size(), s.size));
       }
-      std::vector<uint8_t> buffer(kChunkBytes);
+      auto buffer = chunk_buffer(file->size());
       Sha256 hasher;
       for_each_chunk(ByteRange{file, 0, file->size()}, buffer, [&](std::span<const uint8_t> c) {
         hasher.update(c);

@@ -1,9 +1,9 @@
 // SHA-256 of many byte ranges on several threads, each range read in bounded chunks.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <tuple>
-
 #include <vector>
 
 #include "ptepack/hash/sha256.h"
@@ -19,6 +19,12 @@ namespace ptepack {
                                               Progress* progress = nullptr);
 
 inline constexpr size_t kChunkBytes = 1 << 20;
+
+// A buffer for reading `size` bytes in chunks: no larger than they are, so
+// small files and tensors cost no large zero-filled allocation.
+[[nodiscard]] inline std::vector<uint8_t> chunk_buffer(uint64_t size) {
+  return std::vector<uint8_t>(static_cast<size_t>(std::clamp<uint64_t>(size, 1, kChunkBytes)));
+}
 
 // Digests looked up by range: add every range, compute() once, then ask of().
 class RangeDigests {
