@@ -6,6 +6,7 @@
 #include <exception>
 #include <set>
 #include <thread>
+#include <unordered_set>
 
 #include "program_checks.h"
 #include "ptepack/base/error.h"
@@ -239,23 +240,30 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
       if (m.max_shard_bytes) {
         uint64_t measured = m.cap_mode == "file" ? file->size() : c.payload;
         // --oversize own-shard: over the cap only alone (one stored tensor, its aliases).
-        std::set<std::string> stored;
-        for (const auto& key : s.keys) {
-          if (auto t = m.tensors.find(key); t != m.tensors.end()) stored.insert(t->second.sha256);
-        }
-        bool alone = m.oversize_own_shard && stored.size() <= 1;
-        if (measured > *m.max_shard_bytes && !alone) {
+        auto alone = [&] {
+          const std::string* stored = nullptr;  // the digest every key must share
+          for (const auto& key : s.keys) {
+            auto t = m.tensors.find(key);
+            if (t == m.tensors.end()) continue;
+            if (stored == nullptr) stored = &t->second.sha256;
+            if (*stored != t->second.sha256) return false;
+          }
+          return true;
+        };
+        if (measured > *m.max_shard_bytes && !(m.oversize_own_shard && alone())) {
           out.push_back(fmt::format("{}: {} {} bytes exceed the cap {}", file->name(),
                                     m.cap_mode == "file" ? "file of" : "payload of", measured,
                                     *m.max_shard_bytes));
         }
       }
-      std::vector<std::string> file_keys;
-      for (const auto& [k, t] : c.tensors) file_keys.push_back(k);
-      if (file_keys != s.keys) {
+      bool same_keys =
+          c.tensors.size() == s.keys.size() &&
+          std::equal(c.tensors.begin(), c.tensors.end(), s.keys.begin(),
+                     [](const auto& entry, const std::string& key) { return entry.first == key; });
+      if (!same_keys) {
         out.push_back(fmt::format(
             "{}: keys in the file differ from the manifest's list ({} in file, {} listed)",
-            file->name(), file_keys.size(), s.keys.size()));
+            file->name(), c.tensors.size(), s.keys.size()));
       }
     });
   });
@@ -270,6 +278,11 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   TensorTable data;
   std::vector<std::string> hashed_keys;
   std::vector<ByteRange> ranges;
+  // The manifest's keys come in order, so each shard's keys are met in order:
+  // one cursor per shard finds them without a search.
+  std::vector<TensorTable::const_iterator> cursors;
+  cursors.reserve(contents.size());
+  for (const auto& c : contents) cursors.push_back(c.tensors.begin());
   for (const auto& [key, t] : m.tensors) {
     auto where = [&, &k = key] { return fmt::format("{}: tensor {}", mname, quote(k)); };
     auto si = shard_index.find(t.shard);
@@ -280,8 +293,10 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     const auto& c = contents[si->second];
     if (!c.readable) continue;
     const TensorData* found = nullptr;
-    if (auto it = c.tensors.find(key); it != c.tensors.end())
-      found = &it->second;
+    auto& cursor = cursors[si->second];
+    while (cursor != c.tensors.end() && cursor->first < key) ++cursor;
+    if (cursor != c.tensors.end() && cursor->first == key)
+      found = &cursor->second;
     else if (!ptd_format && t.alias_of) {
       if (auto o = c.tensors.find(*t.alias_of); o != c.tensors.end()) found = &o->second;
     }
@@ -309,13 +324,16 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
         problems.push_back(
             fmt::format("{}: state key is an alias (state is never deduplicated)", where()));
     }
-    data.emplace(key, *found);
+    data.emplace_hint(data.end(), key, *found);
     hashed_keys.push_back(key);
     ranges.push_back(found->bytes);
   }
+  std::unordered_set<std::string_view> listed;
+  listed.reserve(m.tensors.size());
+  for (const auto& entry : m.tensors) listed.insert(entry.first);
   for (size_t i = 0; i < m.shards.size(); ++i) {
     for (const auto& [key, t] : contents[i].tensors) {
-      if (!m.tensors.count(key)) {
+      if (!listed.count(key)) {
         problems.push_back(fmt::format("{}: key {} in {} is not in the manifest", mname, quote(key),
                                        m.shards[i].file));
       }
