@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../formats/json_writer.h"
 #include "ptepack/formats/json_util.h"
 
 #include "dump_pte.h"
@@ -174,7 +175,8 @@ Breakdown breakdown_of(const std::vector<KeyRow>& rows, const ProgramKeys& keys,
     b.largest.push_back(&r);
   }
   auto larger = [](const KeyRow* x, const KeyRow* y) {
-    if (x->data->bytes.size != y->data->bytes.size) return x->data->bytes.size > y->data->bytes.size;
+    if (x->data->bytes.size != y->data->bytes.size)
+      return x->data->bytes.size > y->data->bytes.size;
     return *x->key < *y->key;
   };
   size_t n = std::min(top, b.largest.size());
@@ -188,7 +190,8 @@ ordered breakdown_json(const std::vector<KeyRow>& rows, const ProgramKeys& keys,
   auto b = breakdown_of(rows, keys, top);
   auto tallies = [](const std::map<std::string, Tally>& map) {
     ordered list = ordered::array();
-    for (const auto& [name, t] : map) list.push_back({{"name", name}, {"keys", t.keys}, {"bytes", t.bytes}});
+    for (const auto& [name, t] : map)
+      list.push_back({{"name", name}, {"keys", t.keys}, {"bytes", t.bytes}});
     return list;
   };
   ordered largest = ordered::array();
@@ -214,8 +217,8 @@ std::string breakdown_text(const std::vector<KeyRow>& rows, const ProgramKeys& k
     for (const auto& entry : map) width = std::max(width, columns_of(escaped(entry.first)));
     out += text_line(fmt::format("  by {}:", title));
     for (const auto& [name, t] : map) {
-      out += text_line(fmt::format("    {:<{}}  {:>8} keys  {:>12}", name, width, t.keys,
-                                   human_bytes(t.bytes)));
+      out += text_line(
+          fmt::format("    {:<{}}  {:>8} keys  {:>12}", name, width, t.keys, human_bytes(t.bytes)));
     }
   };
   section("method", b.by_method);
@@ -304,7 +307,8 @@ void add_meta(ordered& j, const nb::TensorMetaT* meta) {
     if (dim->min == dim->max) {
       shape.push_back(dim->min);
     } else {
-      shape.push_back({{"min", dim->min}, {"max", dim->max < 0 ? ordered(nullptr) : ordered(dim->max)}});
+      shape.push_back(
+          {{"min", dim->min}, {"max", dim->max < 0 ? ordered(nullptr) : ordered(dim->max)}});
     }
   }
   j["shape"] = shape;
@@ -524,30 +528,47 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
     out.add(rows.empty() ? ",\n  \"tensors\": {}" : ",\n  \"tensors\": {");
     // Each entry as json_text would print it inside the document (fields in name order,
     // indented two levels), formatted directly: a million keys, not a million DOMs.
-    auto string_json = [](std::string_view text) { return ordered(text).dump(); };
+    auto add_string = [](std::string& to, std::string_view text) {
+      if (is_utf8(text)) {
+        append_json_string(to, text);
+      } else {
+        to += ordered(text).dump();  // nlohmann's own error, as json_text gives it
+      }
+    };
     std::string entry;
     for (size_t i = 0; i < rows.size(); ++i) {
       const auto& r = rows[i];
+      auto to = std::back_inserter(entry);
       entry = i == 0 ? "\n    " : ",\n    ";
-      entry += string_json(*r.key);
+      add_string(entry, *r.key);
       entry += ": {";
-      if (!r.alias_of.empty()) entry += "\n      \"alias_of\": " + string_json(r.alias_of) + ",";
-      entry += fmt::format("\n      \"dtype\": \"{}\",", dtype_name(r.data->dtype));
-      if (options.offsets) {
-        entry += "\n      \"file\": " + string_json(file_of(r)) + ",";
+      if (!r.alias_of.empty()) {
+        entry += "\n      \"alias_of\": ";
+        add_string(entry, r.alias_of);
+        entry += ',';
       }
-      entry += fmt::format("\n      \"mutable\": {},\n      \"nbytes\": {},", r.is_mutable,
-                           r.data->bytes.size);
-      if (options.offsets) entry += fmt::format("\n      \"offset\": {},", r.data->bytes.offset);
+      fmt::format_to(to, "\n      \"dtype\": \"{}\",", dtype_name(r.data->dtype));
+      if (options.offsets) {
+        entry += "\n      \"file\": ";
+        add_string(entry, file_of(r));
+        entry += ',';
+      }
+      fmt::format_to(to, "\n      \"mutable\": {},\n      \"nbytes\": {},", r.is_mutable,
+                     r.data->bytes.size);
+      if (options.offsets) fmt::format_to(to, "\n      \"offset\": {},", r.data->bytes.offset);
       auto digest = sha256_of(i);
-      entry += fmt::format("\n      \"referenced\": {},\n      \"sha256\": {},\n      \"shape\": ",
-                           r.referenced, digest.empty() ? "null" : "\"" + digest + "\"");
+      fmt::format_to(to, "\n      \"referenced\": {},\n      \"sha256\": ", r.referenced);
+      entry += digest.empty() ? "null" : "\"" + digest + "\"";
+      entry += ",\n      \"shape\": ";
       if (r.data->shape.empty()) {
         entry += "[]";
       } else {
-        entry += fmt::format("[\n        {}\n      ]", fmt::join(r.data->shape, ",\n        "));
+        fmt::format_to(to, "[\n        {}\n      ]", fmt::join(r.data->shape, ",\n        "));
       }
-      if (!r.shard.empty()) entry += ",\n      \"shard\": " + string_json(r.shard);
+      if (!r.shard.empty()) {
+        entry += ",\n      \"shard\": ";
+        add_string(entry, r.shard);
+      }
       entry += "\n    }";
       out.add(entry);
     }
@@ -602,13 +623,16 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
     auto cells_of = [&](size_t i) {
       const auto& r = rows[i];
       std::vector<std::string> flags;
-      if (!r.shard.empty()) flags.push_back(fmt::format("shard {}", shard_number.find(r.shard)->second));
+      if (!r.shard.empty())
+        flags.push_back(fmt::format("shard {}", shard_number.find(r.shard)->second));
       if (r.is_mutable) flags.emplace_back("state");
       if (!r.alias_of.empty()) flags.emplace_back("alias");
       if (!r.referenced) flags.emplace_back("unreferenced");
       auto digest = sha256_of(i);
-      return Cells{escaped(*r.key), std::string(dtype_name(r.data->dtype)),
-                   shape_text(r.data->shape), std::to_string(r.data->bytes.size),
+      return Cells{escaped(*r.key),
+                   std::string(dtype_name(r.data->dtype)),
+                   shape_text(r.data->shape),
+                   std::to_string(r.data->bytes.size),
                    digest.empty() ? "-" : digest.substr(0, 12),
                    options.offsets ? fmt::format("{}:{}", escaped(file_of(r)), r.data->bytes.offset)
                                    : std::string(),
@@ -632,12 +656,13 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
       size_t shape = r.data->shape.empty() ? 2 : 2 * r.data->shape.size();
       for (auto dim : r.data->shape) shape += digits(static_cast<uint64_t>(dim));
       bool digest = r.manifest_sha256 != nullptr || i < digests.size();
-      return CellWidths{plain ? columns_of(key) : columns_of(escaped(key)),
-                        dtype_name(r.data->dtype).size(), shape, digits(r.data->bytes.size),
-                        digest ? size_t{12} : size_t{1},
-                        options.offsets ? columns_of(escaped(file_of(r))) + 1 +
-                                              digits(r.data->bytes.offset)
-                                        : 0};
+      return CellWidths{
+          plain ? columns_of(key) : columns_of(escaped(key)),
+          dtype_name(r.data->dtype).size(),
+          shape,
+          digits(r.data->bytes.size),
+          digest ? size_t{12} : size_t{1},
+          options.offsets ? columns_of(escaped(file_of(r))) + 1 + digits(r.data->bytes.offset) : 0};
     };
     render_table(out, rows.size(), widths_of, cells_of, options.width, options.offsets);
   }
