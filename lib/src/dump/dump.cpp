@@ -20,6 +20,7 @@
 #include "graph_text.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
+#include "ptepack/base/ordered_cursor.h"
 #include "ptepack/formats/artifact.h"
 #include "ptepack/hash/parallel_hash.h"
 #include "ptepack/io/progress.h"
@@ -376,23 +377,27 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
   if (artifact.program) keys = analyze_program_keys(*artifact.program);
 
   // One row per key with data, plus referenced keys that have none (state buffers).
+  // Every table here is ordered by key, and the rows come in key order.
   std::vector<KeyRow> rows;
+  rows.reserve(artifact.data.size());
+  OrderedCursor mutated(keys.mutated);
+  OrderedCursor referenced(keys.keys);
+  OrderedCursor aliases(artifact.aliases);
+  const std::map<std::string, ManifestTensor> no_manifest;
+  OrderedCursor listed(artifact.manifest ? artifact.manifest->tensors : no_manifest);
   for (const auto& [key, data] : artifact.data) {
     KeyRow row{&key,
                &data,
                nullptr,
                {},
                {},
-               keys.mutated.count(key) > 0,
-               !artifact.program || keys.keys.count(key) > 0};
-    if (auto it = artifact.aliases.find(key); it != artifact.aliases.end())
-      row.alias_of = it->second;
-    if (artifact.manifest) {
-      if (auto t = artifact.manifest->tensors.find(key); t != artifact.manifest->tensors.end()) {
-        row.manifest_sha256 = &t->second.sha256;
-        row.shard = t->second.shard;
-        row.is_mutable = row.is_mutable || t->second.is_mutable;
-      }
+               mutated.contains(key),
+               !artifact.program || referenced.contains(key)};
+    if (auto it = aliases.find(key); it != aliases.end()) row.alias_of = it->second;
+    if (auto t = listed.find(key); t != listed.end()) {
+      row.manifest_sha256 = &t->second.sha256;
+      row.shard = t->second.shard;
+      row.is_mutable = row.is_mutable || t->second.is_mutable;
     }
     rows.push_back(row);
   }

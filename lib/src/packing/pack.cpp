@@ -12,6 +12,7 @@
 
 #include "pack_internal.h"
 #include "ptepack/base/error.h"
+#include "ptepack/base/ordered_cursor.h"
 #include "ptepack/formats/artifact.h"
 #include "ptepack/hash/parallel_hash.h"
 
@@ -225,11 +226,9 @@ PackSummary pack_once(const PackOptions& options) {
 
   // Tensors and state keys are both ordered by key: one walk marks the state.
   prepared.tensors.reserve(merged.tensors.size());
-  auto state = merged.state.begin();
+  OrderedCursor state(merged.state);
   for (auto& [key, data] : merged.tensors) {
-    while (state != merged.state.end() && *state < key) ++state;
-    bool is_state = state != merged.state.end() && *state == key;
-    prepared.tensors.push_back({key, std::move(data), {}, is_state});
+    prepared.tensors.push_back({key, std::move(data), {}, state.contains(key)});
   }
   // Only the program's bytes are needed from here on.
   prepared.program_bytes = write_program_binary(std::move(merged.program), program_file_bytes);

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "ptepack/base/error.h"
+#include "ptepack/base/ordered_cursor.h"
 #include "ptepack/transforms/validate.h"
 
 namespace ptepack {
@@ -71,10 +72,9 @@ void check_packed_program(const nb::ProgramT& program, const ProgramKeys& keys,
     });
   }
   // Both maps are ordered by key: one walk finds the stored keys nothing references.
-  auto referenced = keys.keys.begin();
+  OrderedCursor referenced(keys.keys);
   for (const auto& [key, tensor] : data) {
-    while (referenced != keys.keys.end() && referenced->first < key) ++referenced;
-    if (referenced == keys.keys.end() || referenced->first != key) {
+    if (!referenced.contains(key)) {
       problems.push_back(
           fmt::format("{}: key {} is stored but no method references it", context, quote(key)));
     }

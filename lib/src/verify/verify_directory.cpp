@@ -10,6 +10,7 @@
 
 #include "program_checks.h"
 #include "ptepack/base/error.h"
+#include "ptepack/base/ordered_cursor.h"
 #include "ptepack/formats/artifact.h"
 #include "ptepack/formats/flat_tensor.h"
 #include "ptepack/formats/json_util.h"
@@ -280,9 +281,9 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   std::vector<ByteRange> ranges;
   // The manifest's keys come in order, so each shard's keys are met in order:
   // one cursor per shard finds them without a search.
-  std::vector<TensorTable::const_iterator> cursors;
+  std::vector<OrderedCursor<TensorTable>> cursors;
   cursors.reserve(contents.size());
-  for (const auto& c : contents) cursors.push_back(c.tensors.begin());
+  for (const auto& c : contents) cursors.emplace_back(c.tensors);
   for (const auto& [key, t] : m.tensors) {
     auto where = [&, &k = key] { return fmt::format("{}: tensor {}", mname, quote(k)); };
     auto si = shard_index.find(t.shard);
@@ -293,10 +294,8 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     const auto& c = contents[si->second];
     if (!c.readable) continue;
     const TensorData* found = nullptr;
-    auto& cursor = cursors[si->second];
-    while (cursor != c.tensors.end() && cursor->first < key) ++cursor;
-    if (cursor != c.tensors.end() && cursor->first == key)
-      found = &cursor->second;
+    if (auto it = cursors[si->second].find(key); it != c.tensors.end())
+      found = &it->second;
     else if (!ptd_format && t.alias_of) {
       if (auto o = c.tensors.find(*t.alias_of); o != c.tensors.end()) found = &o->second;
     }

@@ -1,0 +1,45 @@
+// Key lookups: the ordered cursor and the hashed tensor index agree with the ordered maps.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "ptepack/base/ordered_cursor.h"
+#include "ptepack/model/tensor.h"
+
+using namespace ptepack;
+
+TEST_CASE("an ordered cursor asked in key order finds exactly what find() finds") {
+  const std::map<std::string, int> map{{"a", 1}, {"layers.1.w", 2}, {"layers.10.w", 3}, {"z", 4}};
+  const std::set<std::string> set{"layers.1.w", "m/x", "z"};
+  OrderedCursor in_map(map);
+  OrderedCursor in_set(set);
+  // Asked keys interleave present and absent ones, before, between and after the entries.
+  for (std::string key :
+       {"", "a", "b", "layers.1.w", "layers.10", "layers.10.w", "m/x", "z", "zz"}) {
+    auto it = in_map.find(key);
+    CHECK((it == in_map.end() ? map.end() : it) == map.find(key));
+    CHECK(in_set.contains(key) == (set.count(key) > 0));
+  }
+  const std::set<std::string> none;
+  OrderedCursor empty(none);
+  CHECK_FALSE(empty.contains(std::string("a")));
+}
+
+TEST_CASE("a tensor lookup numbers entries in key order and finds each by its key") {
+  TensorTable table;
+  for (const char* key : {"b", "a", "layers.2.w", "layers.10.w"})
+    table[key].bytes.size = table.size();
+  const TensorLookup lookup(table);
+  REQUIRE(lookup.size() == table.size());
+  size_t i = 0;
+  for (const auto& [key, data] : table) {
+    CHECK(lookup.find(key) == i);
+    CHECK(&lookup.entry(i) == &*table.find(key));
+    CHECK(lookup.data(key) == &data);
+    ++i;
+  }
+  CHECK(lookup.find("layers.1") == TensorLookup::npos);
+  CHECK(lookup.data("") == nullptr);
+}
