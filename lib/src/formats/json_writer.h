@@ -12,14 +12,14 @@
 
 namespace ptepack {
 
-// The caller writes object members in json_text's order (keys sorted
-// bytewise, as std::map holds them); the writer does layout and escaping:
-// 2-space indent, "key": value, empty containers as {} and [], strings as
-// nlohmann/json escapes them (invalid UTF-8 replaced by U+FFFD).
 // Appends `text` as a JSON string literal, escaped as nlohmann/json's dump()
 // escapes it (invalid UTF-8 replaced by U+FFFD).
 void append_json_string(std::string& out, std::string_view text);
 
+// The caller writes object members in json_text's order (keys sorted
+// bytewise, as std::map holds them); the writer does layout and escaping:
+// 2-space indent, "key": value, empty containers as {} and [], strings as
+// append_json_string writes them.
 class JsonWriter {
  public:
   void begin_object() { open('{'); }

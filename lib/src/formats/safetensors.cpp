@@ -462,9 +462,8 @@ TensorTable read_index(const std::filesystem::path& index_path) {
 
 namespace {
 
-// JSON string literal for UTF-8 text; nlohmann's serializer escapes '"', '\\' and control bytes
-// and throws on ill-formed UTF-8, which the reader would reject anyway.
-// `text` as a JSON string literal: safetensors headers are UTF-8.
+// `text` as a JSON string literal, escaped as nlohmann's serializer escapes it; ill-formed
+// UTF-8 is refused (safetensors headers are UTF-8, and the reader would reject it anyway).
 void append_json_text(std::string& out, std::string_view text, std::string_view what) {
   if (!is_utf8(text)) fail_input("{} {} is not valid UTF-8", what, shown_key(text));
   append_json_string(out, text);
