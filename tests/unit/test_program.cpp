@@ -82,3 +82,63 @@ TEST_CASE("hostile program bytes are rejected with invalid_input") {
                       Catch::Contains("invalid JSON program"));
   }
 }
+
+namespace {
+
+std::string buffer_text(const flatbuffers::DetachedBuffer& buffer) {
+  return {reinterpret_cast<const char*>(buffer.data()), buffer.size()};
+}
+
+// The fixture with every method's constants and nodes repeated until the
+// encoded program is about `target` bytes.
+ProgramPtr grown_fixture(size_t target) {
+  auto program = read_program_file(test::data_path("two_methods.ptg"));
+  auto size = write_program_binary(*program).size();
+  auto rounds = target / size + 1;
+  for (auto& method : program->methods) {
+    auto constants = method->constants.size();
+    auto nodes = method->graph->nodes.size();
+    for (size_t r = 0; r < rounds; ++r) {
+      for (size_t i = 0; i < constants; ++i) {
+        method->constants.push_back(std::make_unique<nb::NamedTensorRefT>(*method->constants[i]));
+        method->constants.back()->data_key += "." + std::to_string(r);
+      }
+      for (size_t i = 0; i < nodes; ++i) {
+        method->graph->nodes.push_back(std::make_unique<nb::NodeT>(*method->graph->nodes[i]));
+      }
+    }
+  }
+  return program;
+}
+
+}  // namespace
+
+TEST_CASE("write_program_buffer gives write_program_binary's bytes and frees the program") {
+  auto check = [](ProgramPtr program, size_t hint) {
+    auto expected = write_program_binary(*program);
+    auto buffer = write_program_buffer(std::move(program), hint);
+    CHECK(buffer_text(buffer) == expected);
+  };
+  SECTION("the fixture, on the heap") {
+    check(read_program_file(test::data_path("two_methods.ptg")), 64);
+  }
+  SECTION("an empty version and no methods") {
+    check(std::make_unique<nb::ProgramT>(), 64);
+  }
+  SECTION("a program larger than its reserved pages, grown by remapping") {
+    auto program = grown_fixture(6 << 20);
+    auto expected = write_program_binary(*program);
+    REQUIRE(expected.size() > 3 * (1 << 20));
+    check(std::move(program), 1 << 20);  // 1.5 MiB reserved, about 6 MiB written
+  }
+  SECTION("a heap buffer that grows") {
+    check(grown_fixture(2 << 20), 1024);
+  }
+  SECTION("the bytes read back to the same program") {
+    auto program = grown_fixture(2 << 20);
+    auto copy = std::make_unique<nb::ProgramT>(*program);
+    auto buffer = write_program_buffer(std::move(copy), 4 << 20);
+    auto again = read_program_binary({buffer.data(), buffer.size()}, "buffer.ptg");
+    CHECK(*again == *program);
+  }
+}

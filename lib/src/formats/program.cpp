@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "builder_memory.h"
 #include "program_json.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
@@ -297,8 +298,50 @@ void encode_program(flatbuffers::FlatBufferBuilder& builder, const nb::ProgramT&
   nb::FinishProgramBuffer(builder, root);
 }
 
-flatbuffers::FlatBufferBuilder sized_builder(size_t size_hint) {
-  return flatbuffers::FlatBufferBuilder(std::clamp<size_t>(size_hint, 1024, size_t{1} << 30));
+// The generated CreateVector for a list of tables, each table freed once packed.
+template <typename T, typename Create>
+auto pack_freeing(flatbuffers::FlatBufferBuilder& builder, std::vector<std::unique_ptr<T>>& items,
+                  Create create) {
+  std::vector<decltype(create(builder, items.front().get()))> offsets(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    offsets[i] = create(builder, items[i].get());
+    items[i].reset();
+  }
+  std::vector<std::unique_ptr<T>>().swap(items);
+  return builder.CreateVector(offsets);
+}
+
+// nb::CreateGraph, CreateMethod and CreateProgram for objects, step for step (the same calls
+// in the same order give the same bytes), freeing each node, value, constant and method once it
+// is packed: the tree shrinks while the buffer grows.
+flatbuffers::Offset<nb::Graph> pack_graph(flatbuffers::FlatBufferBuilder& builder,
+                                          nb::GraphT& graph) {
+  auto nodes = pack_freeing(builder, graph.nodes,
+                            [](auto& b, const nb::NodeT* node) { return nb::CreateNode(b, node); });
+  auto inputs = builder.CreateVectorOfStrings(graph.inputs);
+  auto outputs = builder.CreateVectorOfStrings(graph.outputs);
+  auto values = pack_freeing(
+      builder, graph.tensor_values,
+      [](auto& b, const nb::TensorValueT* value) { return nb::CreateTensorValue(b, value); });
+  return nb::CreateGraph(builder, nodes, inputs, outputs, values);
+}
+
+flatbuffers::Offset<nb::Method> pack_method(flatbuffers::FlatBufferBuilder& builder,
+                                            nb::MethodT& method) {
+  auto name = builder.CreateString(method.name);
+  auto graph = method.graph ? pack_graph(builder, *method.graph) : 0;
+  method.graph.reset();
+  auto constants = pack_freeing(
+      builder, method.constants,
+      [](auto& b, const nb::NamedTensorRefT* ref) { return nb::CreateNamedTensorRef(b, ref); });
+  auto output_specs = pack_freeing(
+      builder, method.output_specs,
+      [](auto& b, const nb::OutputSpecT* spec) { return nb::CreateOutputSpec(b, spec); });
+  auto buffers = pack_freeing(builder, method.mutable_buffers,
+                              [](auto& b, const nb::MutableBufferSpecT* spec) {
+                                return nb::CreateMutableBufferSpec(b, spec);
+                              });
+  return nb::CreateMethod(builder, name, graph, constants, output_specs, buffers);
 }
 
 std::string builder_bytes(const flatbuffers::FlatBufferBuilder& builder) {
@@ -308,16 +351,20 @@ std::string builder_bytes(const flatbuffers::FlatBufferBuilder& builder) {
 }  // namespace
 
 std::string write_program_binary(const nb::ProgramT& program, size_t size_hint) {
-  auto builder = sized_builder(size_hint);
+  auto builder = detail::reserved_builder(size_hint);
   encode_program(builder, program);
   return builder_bytes(builder);
 }
 
-std::string write_program_binary(ProgramPtr program, size_t size_hint) {
-  auto builder = sized_builder(size_hint);
-  encode_program(builder, *program);
+flatbuffers::DetachedBuffer write_program_buffer(ProgramPtr program, size_t size_hint) {
+  auto builder = detail::reserved_builder(size_hint);
+  builder.ForceDefaults(false);
+  auto version = program->version.empty() ? 0 : builder.CreateString(program->version);
+  auto methods = pack_freeing(builder, program->methods,
+                              [](auto& b, nb::MethodT* method) { return pack_method(b, *method); });
   program.reset();
-  return builder_bytes(builder);
+  nb::FinishProgramBuffer(builder, nb::CreateProgram(builder, version, methods));
+  return builder.Release();
 }
 
 std::string program_to_json(const nb::ProgramT& program) {

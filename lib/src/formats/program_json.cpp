@@ -25,6 +25,8 @@
 #include <vector>
 
 #include "program_json.h"
+
+#include "builder_memory.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
 #include "ptepack/formats/program.h"
@@ -47,10 +49,8 @@ constexpr int kMaxNesting = 512;
 class JsonProgramReader {
  public:
   JsonProgramReader(std::string_view text, const std::string& context)
-      // The binary is about as large as the text: one buffer, grown seldom if ever.
-      : text_(text),
-        context_(context),
-        builder_(std::clamp<size_t>(text.size(), 1 << 16, 1u << 30)) {
+      // The binary is about as large as the text.
+      : text_(text), context_(context), builder_(detail::reserved_builder(text.size())) {
     builder_.ForceDefaults(true);  // a field given in the text is stored, default or not
   }
 

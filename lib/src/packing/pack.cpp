@@ -231,7 +231,7 @@ PackSummary pack_once(const PackOptions& options) {
     prepared.tensors.push_back({key, std::move(data), {}, state.contains(key)});
   }
   // Only the program's bytes are needed from here on.
-  prepared.program_bytes = write_program_binary(std::move(merged.program), program_file_bytes);
+  prepared.program = write_program_buffer(std::move(merged.program), program_file_bytes);
 
   Progress progress;
   uint64_t total = 0;

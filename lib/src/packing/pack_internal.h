@@ -17,8 +17,11 @@ namespace ptepack::detail {
 // Everything decided before the first byte is written.
 struct PreparedPack {
   MergedProgram merged;
-  std::vector<StoredTensor> tensors;  // sorted by key
-  std::string program_bytes;          // the final .ptg
+  std::vector<StoredTensor> tensors;    // sorted by key
+  flatbuffers::DetachedBuffer program;  // the final .ptg
+  [[nodiscard]] std::string_view program_bytes() const {
+    return {reinterpret_cast<const char*>(program.data()), program.size()};
+  }
 };
 
 // Fill `summary` with the plan; when `output` is non-null, also write into its
@@ -30,7 +33,7 @@ void write_directory(const PreparedPack& prepared, const PackOptions& options, A
 
 // Shard helpers shared by the program-graph and .pte directory writers.
 Digest write_small_file(const std::filesystem::path& path, const std::string& display,
-                        const std::string& bytes);
+                        std::string_view bytes);
 // plan_shards, with the output named in its errors.
 [[nodiscard]] std::vector<PlannedShard> plan_for_output(const std::vector<StoredTensor>& tensors,
                                                         const std::vector<StorageGroup>& groups,

@@ -31,8 +31,7 @@ FileContent shard_content(const std::vector<StoredTensor>& tensors,
 
 }  // namespace
 
-Digest write_small_file(const fs::path& path, const std::string& display,
-                        const std::string& bytes) {
+Digest write_small_file(const fs::path& path, const std::string& display, std::string_view bytes) {
   OutputFile file(path, display);
   file.write_at(0, bytes);
   file.finish(bytes.size());
@@ -131,17 +130,17 @@ void write_directory(const PreparedPack& prepared, const PackOptions& options, A
                                                                  : DedupRule::dtype_shape_bytes);
   summarize_groups(tensors, groups, summary, progress);
   auto plan = plan_for_output(tensors, groups, options);
-  summary.output_bytes = prepared.program_bytes.size();
+  summary.output_bytes = prepared.program_bytes().size();
   auto contents = lay_out_shards(tensors, groups, plan, options, summary);
   if (output == nullptr) return;
 
   const auto& dir = output->temp_path();
   auto display = [&](const std::string& name) { return output->display_name(name); };
   Manifest manifest;
-  manifest.program = {
-      "program.ptg",
-      to_hex(write_small_file(dir / "program.ptg", display("program.ptg"), prepared.program_bytes)),
-      prepared.program_bytes.size()};
+  manifest.program = {"program.ptg",
+                      to_hex(write_small_file(dir / "program.ptg", display("program.ptg"),
+                                              prepared.program_bytes())),
+                      prepared.program_bytes().size()};
   write_shards(tensors, groups, plan, contents, options, *output, progress, summary, manifest);
   manifest.state = summary.state;
   if (sharding.format == ShardFormat::safetensors) {

@@ -8,7 +8,7 @@
 namespace ptepack::detail {
 namespace {
 
-uint32_t crc_of(const std::string& bytes) {
+uint32_t crc_of(std::string_view bytes) {
   return zip::crc32_update(
       0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
 }
@@ -37,7 +37,7 @@ void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress*
     aliases_text = std::move(aliases).finish();
   }
   std::vector<std::pair<std::string, uint64_t>> members{
-      {"program.ptg", prepared.program_bytes.size()}};
+      {"program.ptg", prepared.program_bytes().size()}};
   safetensors::Layout weights;
   if (!entries.empty()) {
     weights = safetensors::plan_file(entries, {});
@@ -54,9 +54,9 @@ void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress*
   for (size_t i = 0; i < archive.entries.size(); ++i) {
     const auto& entry = archive.entries[i];
     if (entry.name == "program.ptg") {
-      crcs[i] = crc_of(prepared.program_bytes);
+      crcs[i] = crc_of(prepared.program_bytes());
       content.pieces.push_back({entry.header_offset, zip::local_header(entry, crcs[i]), {}});
-      content.pieces.push_back({entry.data_offset, {}, {}, &prepared.program_bytes});
+      content.pieces.push_back({entry.data_offset, {}, {}, prepared.program_bytes()});
     } else if (entry.name == "aliases.json") {
       crcs[i] = crc_of(aliases_text);
       content.pieces.push_back({entry.header_offset, zip::local_header(entry, crcs[i]), {}});

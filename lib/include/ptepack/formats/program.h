@@ -32,9 +32,11 @@ using ProgramPtr = std::unique_ptr<nb::ProgramT>;
 // `size_hint`, the expected size, only sizes the first buffer.
 [[nodiscard]] std::string write_program_binary(const nb::ProgramT& program,
                                                size_t size_hint = 1024);
-// The same bytes from a program no longer needed: it is freed once encoded,
-// before the bytes are copied out, so the copy reuses its memory.
-[[nodiscard]] std::string write_program_binary(ProgramPtr program, size_t size_hint);
+// The same bytes from a program no longer needed, left in the builder's memory
+// (no copy). Each method, node, value and constant is freed once encoded, so
+// the program and its bytes are not held whole at the same time.
+[[nodiscard]] flatbuffers::DetachedBuffer write_program_buffer(ProgramPtr program,
+                                                               size_t size_hint);
 // flatc-style strict JSON text of a program (used by dump --json --graph and tests).
 [[nodiscard]] std::string program_to_json(const nb::ProgramT& program);
 

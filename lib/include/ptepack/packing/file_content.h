@@ -22,9 +22,9 @@ struct Piece {
   std::string bytes;  // used when source.file and borrowed are null
   ByteRange source;
   // Bytes held by the caller for the whole write (a large program), not copied.
-  const std::string* borrowed = nullptr;
+  std::string_view borrowed{};
   [[nodiscard]] std::string_view held() const {
-    return borrowed != nullptr ? std::string_view(*borrowed) : std::string_view(bytes);
+    return borrowed.data() != nullptr ? borrowed : std::string_view(bytes);
   }
   [[nodiscard]] uint64_t size() const { return source.file ? source.size : held().size(); }
 };
