@@ -435,3 +435,31 @@ TEST_CASE("a .ptg cut inside its trailing padding is rejected", "[corruption]") 
     CHECK_THAT(e.what(), Catch::Matchers::Contains("not a multiple of 4"));
   }
 }
+
+TEST_CASE("manifest.json size: refused above its limit before it is read", "[corruption]") {
+  using ptepack::Limits;
+  ScratchDir work;
+  auto dir = copy_dir(originals().ptd_dir, work.path() / "out");
+  auto manifest = dir / "manifest.json";
+  SECTION("one byte over the limit") {
+    fs::resize_file(manifest, Limits::max_manifest_bytes + 1);  // sparse
+    const std::string expected =
+        "manifest of 1073741825 bytes exceeds the limit of 1073741824 bytes";
+    try {
+      (void)ptepack::dump_artifact(dir, ptepack::DumpOptions{});
+      FAIL("dump read an oversized manifest");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::invalid_input);
+      CHECK_THAT(e.what(), Catch::Contains(expected) && Catch::Contains("manifest.json"));
+    }
+    auto report = ptepack::verify_artifact(dir, ptepack::VerifyOptions{1});
+    REQUIRE(report.problems.size() == 1);
+    CHECK_THAT(report.problems[0], Catch::Contains(expected));
+  }
+  SECTION("above the 256 MiB header limit, a manifest is still read") {
+    // The JSON document followed by zeros: the parser, not the size check, refuses it.
+    fs::resize_file(manifest, Limits::max_header_bytes + 1);
+    CHECK_THROWS_WITH(ptepack::dump_artifact(dir, ptepack::DumpOptions{}),
+                      !Catch::Contains("exceeds the limit") && Catch::Contains("manifest.json"));
+  }
+}

@@ -748,3 +748,20 @@ TEST_CASE("safetensors: accepts edge cases the format allows", "[safetensors]") 
   CHECK(tensor_bytes(file.tensors.at("s")) == "xy");
   CHECK(file.tensors.at("z").shape == Shape{0});
 }
+
+#ifdef NDEBUG  // about 600 MB of keys and header: release builds only
+TEST_CASE("safetensors: the writer refuses a header its reader would refuse", "[safetensors]") {
+  // Longest keys (4096 bytes), zero-byte tensors: just over 256 MiB of header.
+  std::vector<safetensors::Entry> entries;
+  const size_t count = (Limits::max_header_bytes / 4096) + 1;
+  for (size_t i = 0; i < count; ++i) {
+    auto key = std::to_string(i);
+    key.insert(0, Limits::max_key_length - key.size(), 'k');
+    entries.push_back({std::move(key), DType::BYTE, {0}, 0});
+  }
+  require_error([&] { (void)safetensors::plan_file(entries, {}); }, ErrorCode::invalid_input,
+                fmt::format("for {} tensors would exceed the limit of 268435456 bytes", count));
+  entries.resize(count / 2);
+  CHECK(safetensors::plan_file(entries, {}).head.size() < Limits::max_header_bytes);
+}
+#endif

@@ -114,9 +114,9 @@ void load_directory(Artifact& a) {
   auto paths = directory_paths(a.root);
   a.root = paths.dir;
   auto manifest_file = InputFile::open(paths.manifest);
-  if (manifest_file->size() > Limits::max_header_bytes) {
-    fail_input("{}: manifest of {} bytes exceeds the limit", manifest_file->name(),
-               manifest_file->size());
+  if (manifest_file->size() > Limits::max_manifest_bytes) {
+    fail_input("{}: manifest of {} bytes exceeds the limit of {} bytes", manifest_file->name(),
+               manifest_file->size(), Limits::max_manifest_bytes);
   }
   {
     auto raw = manifest_file->read_range(0, manifest_file->size());  // freed once parsed

@@ -542,6 +542,12 @@ Layout plan_file(const std::vector<Entry>& entries,
                  relative[i] + entry.nbytes);
   }
   header += '}';
+  if (header.size() > Limits::max_header_bytes) {
+    fail_input(
+        "safetensors writer: a header of {} bytes for {} tensors would exceed the limit of {} "
+        "bytes that readers accept",
+        header.size(), entries.size(), Limits::max_header_bytes);
+  }
   layout.header_size = 8 + header.size();
   // Padding to a multiple of 8 keeps the data section 8-byte aligned (as the reference writer).
   header.append((8 - header.size() % 8) % 8, ' ');

@@ -232,6 +232,8 @@ PackSummary pack_once(const PackOptions& options) {
   }
   // Only the program's bytes are needed from here on.
   prepared.program = write_program_buffer(std::move(merged.program), program_file_bytes);
+  detail::check_readable_size(fmt::format("{}: the merged program", options.output.string()),
+                              prepared.program.size(), Limits::max_program_bytes);
 
   Progress progress;
   uint64_t total = 0;

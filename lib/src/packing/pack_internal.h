@@ -28,12 +28,19 @@ struct PreparedPack {
 // temporary path (the caller commits).
 void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress* progress,
                    PackSummary& summary);
-void write_directory(const PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
+// Frees prepared.program once program.ptg is written.
+void write_directory(PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
                      Progress* progress, PackSummary& summary);
 
 // Shard helpers shared by the program-graph and .pte directory writers.
 Digest write_small_file(const std::filesystem::path& path, const std::string& display,
                         std::string_view bytes);
+// Refuses (invalid_input, naming the file) an output of `size` bytes above a
+// limit its readers enforce: pack never writes what dump and verify refuse.
+void check_readable_size(const std::string& display, uint64_t size, uint64_t limit);
+// manifest.json, refused above Limits::max_manifest_bytes. Returns its size.
+uint64_t write_manifest(const std::filesystem::path& dir, const std::string& display,
+                        const Manifest& manifest);
 // plan_shards, with the output named in its errors.
 [[nodiscard]] std::vector<PlannedShard> plan_for_output(const std::vector<StoredTensor>& tensors,
                                                         const std::vector<StorageGroup>& groups,

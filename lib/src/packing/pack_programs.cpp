@@ -247,9 +247,7 @@ PackSummary pack_programs(const PackOptions& options) {
       summary.programs[p].shards.push_back(summary.shards[s].file);
     }
   }
-  auto manifest_text = manifest_to_json(manifest);
-  write_small_file(dir / "manifest.json", display("manifest.json"), manifest_text);
-  summary.output_bytes += manifest_text.size();
+  summary.output_bytes += write_manifest(dir, display("manifest.json"), manifest);
   progress.stop();
   output.commit();
   return summary;

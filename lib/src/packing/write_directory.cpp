@@ -38,6 +38,20 @@ Digest write_small_file(const fs::path& path, const std::string& display, std::s
   return sha256(bytes);
 }
 
+void check_readable_size(const std::string& display, uint64_t size, uint64_t limit) {
+  if (size > limit) {
+    fail_input("{}: {} bytes would exceed the limit of {} bytes that readers accept", display, size,
+               limit);
+  }
+}
+
+uint64_t write_manifest(const fs::path& dir, const std::string& display, const Manifest& manifest) {
+  auto text = manifest_to_json(manifest);
+  check_readable_size(display, text.size(), Limits::max_manifest_bytes);
+  write_small_file(dir / "manifest.json", display, text);
+  return text.size();
+}
+
 std::vector<PlannedShard> plan_for_output(const std::vector<StoredTensor>& tensors,
                                           const std::vector<StorageGroup>& groups,
                                           const PackOptions& options) {
@@ -121,7 +135,7 @@ void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<St
   }
 }
 
-void write_directory(const PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
+void write_directory(PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
                      Progress* progress, PackSummary& summary) {
   const auto& tensors = prepared.tensors;
   const auto& sharding = options.sharding;
@@ -141,18 +155,19 @@ void write_directory(const PreparedPack& prepared, const PackOptions& options, A
                       to_hex(write_small_file(dir / "program.ptg", display("program.ptg"),
                                               prepared.program_bytes())),
                       prepared.program_bytes().size()};
+  prepared.program = {};  // written: its memory is free for the manifest
   write_shards(tensors, groups, plan, contents, options, *output, progress, summary, manifest);
   manifest.state = summary.state;
   if (sharding.format == ShardFormat::safetensors) {
     auto index = safetensors::index_json(manifest.total_size, manifest.weight_map);
+    check_readable_size(display("model.safetensors.index.json"), index.size(),
+                        Limits::max_header_bytes);
     write_small_file(dir / "model.safetensors.index.json", display("model.safetensors.index.json"),
                      index);
     summary.output_bytes += index.size();
   }
   // The manifest is written last: its presence marks a complete directory.
-  auto manifest_text = manifest_to_json(manifest);
-  write_small_file(dir / "manifest.json", display("manifest.json"), manifest_text);
-  summary.output_bytes += manifest_text.size();
+  summary.output_bytes += write_manifest(dir, display("manifest.json"), manifest);
 }
 
 }  // namespace ptepack::detail

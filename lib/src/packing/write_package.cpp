@@ -35,6 +35,8 @@ void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress*
     for (const auto& [alias, owner] : summary.aliases) aliases.field(alias, owner);
     aliases.end_object();
     aliases_text = std::move(aliases).finish();
+    check_readable_size(fmt::format("{}: aliases.json", summary.output), aliases_text.size(),
+                        Limits::max_header_bytes);
   }
   std::vector<std::pair<std::string, uint64_t>> members{
       {"program.ptg", prepared.program_bytes().size()}};

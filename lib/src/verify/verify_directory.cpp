@@ -114,7 +114,10 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   Manifest m;
   if (!attempt(problems, [&] {
         auto file = open_inside(paths.dir, "manifest.json", paths.dir.string());
-        if (file->size() > Limits::max_header_bytes) fail_input("{}: manifest too large", mname);
+        if (file->size() > Limits::max_manifest_bytes) {
+          fail_input("{}: manifest of {} bytes exceeds the limit of {} bytes", mname, file->size(),
+                     Limits::max_manifest_bytes);
+        }
         auto raw = file->read_range(0, file->size());
         m = parse_manifest(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()),
                            mname);
