@@ -221,6 +221,43 @@ TEST_CASE("file mode plans exactly what first-fit on exact layouts gives") {
   CHECK(plans == 120);
 }
 
+TEST_CASE("file mode: a rejection is remembered only for groups it decides") {
+  // A shard refuses a group by its exact layout, then sees groups of the same
+  // key length and rank: an opaque one (smaller header) or a smaller payload may
+  // still fit, a larger payload never does. Every cap across the boundary must
+  // plan what first-fit on exact layouts gives.
+  struct Case {
+    bool opaque;
+    uint64_t payload;
+  };
+  const std::vector<std::vector<Case>> followers{{{false, 64}, {true, 64}},
+                                                 {{false, 64}, {false, 16}},
+                                                 {{false, 16}, {false, 64}},
+                                                 {{false, 64}, {true, 16}, {false, 80}}};
+  size_t cases = 0;
+  for (const auto& list : followers) {
+    std::vector<StoredTensor> tensors{tensor("a", 900, 1)};
+    for (size_t i = 0; i < list.size(); ++i) {
+      tensors.push_back(
+          tensor("b" + std::to_string(i), list[i].payload, static_cast<uint8_t>(2 + i)));
+      tensors.back().data.opaque = list[i].opaque;
+    }
+    auto groups = group_tensors(tensors, DedupRule::bytes);
+    ShardingOptions options;
+    options.format = ShardFormat::ptd;
+    options.alignment = 16;
+    uint64_t alone = layout_shard(tensors, groups, {0}, options).file_size;
+    for (uint64_t cap = alone; cap < alone + 700; cap += 4) {
+      options.max_shard_bytes = cap;
+      std::vector<std::vector<size_t>> got;
+      for (const auto& shard : plan_shards(tensors, groups, options)) got.push_back(shard.groups);
+      CHECK(got == first_fit_on_exact_layouts(tensors, groups, options));
+      ++cases;
+    }
+  }
+  CHECK(cases == 4 * 175);
+}
+
 TEST_CASE("file mode planning stays fast with many small groups near the cap") {
   // 20,000 small tensors (varied sizes, then all equal) in 4 KiB shards: thousands
   // of shards sit near the cap. Deciding on exact layouts each time would take

@@ -45,7 +45,7 @@ constexpr uint64_t kFixedCost =
 
 uint64_t align4(uint64_t n) { return (n + 3) & ~uint64_t{3}; }
 
-void check_entries(const std::vector<Entry>& entries, const std::vector<uint64_t>& segment_sizes) {
+void check_entries(std::span<const Entry> entries, const std::vector<uint64_t>& segment_sizes) {
   if (segment_sizes.size() > Limits::max_keys || entries.size() > Limits::max_keys) {
     fail_input(".ptd: {} keys and {} segments exceed the limit of {}", entries.size(),
                segment_sizes.size(), Limits::max_keys);
@@ -95,7 +95,7 @@ void check_entries(const std::vector<Entry>& entries, const std::vector<uint64_t
 
 // The flatbuffer, before the extended header is inserted. Object order is fixed
 // (entries in order, then segments, then the vectors and root) so bytes are deterministic.
-void build_flatbuffer(flatbuffers::FlatBufferBuilder& builder, const std::vector<Entry>& entries,
+void build_flatbuffer(flatbuffers::FlatBufferBuilder& builder, std::span<const Entry> entries,
                       const std::vector<uint64_t>& segment_sizes,
                       const std::vector<uint64_t>& relative_offsets) {
   builder.ForceDefaults(true);
@@ -145,22 +145,34 @@ uint64_t head_bound_entry(uint64_t key_length, uint64_t rank, bool opaque) {
 
 uint64_t head_bound_segment() { return kSegmentCost; }
 
-Layout plan_file(const std::vector<Entry>& entries, const std::vector<uint64_t>& segment_sizes,
-                 uint64_t alignment) {
+namespace {
+
+// plan_file's checks, then each segment's offset from the data section's start
+// (into `relative`); returns the data section's size and the header's bound.
+struct SegmentPlan {
+  uint64_t data_size = 0;
+  uint64_t header_bound = 0;
+};
+
+SegmentPlan plan_segments(std::span<const Entry> entries,
+                          const std::vector<uint64_t>& segment_sizes, uint64_t alignment,
+                          std::vector<uint64_t>& relative) {
   if (alignment < 16 || (alignment & (alignment - 1)) != 0) {
     fail(ErrorCode::internal, ".ptd plan: alignment {} is not a power of two >= 16", alignment);
   }
   check_entries(entries, segment_sizes);
 
   // Checked before building: FlatBufferBuilder aborts past 2 GiB instead of failing.
+  SegmentPlan plan;
   uint64_t bound = head_bound_fixed() + segment_sizes.size() * head_bound_segment();
   for (const Entry& e : entries) bound += head_bound_entry(e.key.size(), e.shape.size());
   if (bound > Limits::max_header_bytes) {
     fail_input(".ptd: header of up to {} bytes for {} keys exceeds the limit of {} bytes", bound,
                entries.size(), Limits::max_header_bytes);
   }
+  plan.header_bound = bound;
 
-  std::vector<uint64_t> relative(segment_sizes.size());
+  relative.resize(segment_sizes.size());
   uint64_t data_size = 0;
   for (size_t s = 0; s < segment_sizes.size(); ++s) {
     auto start = s == 0 ? std::optional<uint64_t>(0) : align_up(data_size, alignment);
@@ -171,37 +183,63 @@ Layout plan_file(const std::vector<Entry>& entries, const std::vector<uint64_t>&
     relative[s] = *start;
     data_size = *end;
   }
+  plan.data_size = data_size;
+  return plan;
+}
 
-  flatbuffers::FlatBufferBuilder builder(static_cast<size_t>(bound));
+// Where the segments start and where the file ends, for a flatbuffer of `fb_size` bytes.
+std::pair<uint64_t, uint64_t> file_extent(uint64_t fb_size, uint64_t data_size,
+                                          uint64_t alignment) {
+  auto base = align_up(extended_header_size + fb_size, alignment);
+  auto file_end = base ? checked_add(*base, data_size) : std::nullopt;
+  if (!file_end) fail_input(".ptd: segment data of {} bytes overflows the file size", data_size);
+  return {*base, *file_end};
+}
+
+}  // namespace
+
+FileSizer::Sizes FileSizer::size(std::span<const Entry> entries,
+                                 const std::vector<uint64_t>& segment_sizes, uint64_t alignment) {
+  auto plan = plan_segments(entries, segment_sizes, alignment, relative_);
+  builder_.Clear();
+  build_flatbuffer(builder_, entries, segment_sizes, relative_);
+  const uint64_t fb_size = builder_.GetSize();
+  return {extended_header_size + fb_size, file_extent(fb_size, plan.data_size, alignment).second};
+}
+
+Layout plan_file(const std::vector<Entry>& entries, const std::vector<uint64_t>& segment_sizes,
+                 uint64_t alignment) {
+  std::vector<uint64_t> relative;
+  auto plan = plan_segments(entries, segment_sizes, alignment, relative);
+  const uint64_t data_size = plan.data_size;
+  flatbuffers::FlatBufferBuilder builder(static_cast<size_t>(plan.header_bound));
   build_flatbuffer(builder, entries, segment_sizes, relative);
   const uint8_t* fb = builder.GetBufferPointer();
   const uint64_t fb_size = builder.GetSize();
 
   Layout layout;
-  auto base = align_up(extended_header_size + fb_size, alignment);
-  auto file_end = base ? checked_add(*base, data_size) : std::nullopt;
-  if (!file_end) fail_input(".ptd: segment data of {} bytes overflows the file size", data_size);
-  layout.segment_base = *base;
+  auto [segment_base, file_end] = file_extent(fb_size, data_size, alignment);
+  layout.segment_base = segment_base;
   layout.header_size = extended_header_size + fb_size;
-  layout.file_size = *file_end;
-  for (uint64_t offset : relative) layout.segment_offsets.push_back(*base + offset);
+  layout.file_size = file_end;
+  for (uint64_t offset : relative) layout.segment_offsets.push_back(segment_base + offset);
 
   // The header goes inside the flatbuffer after root offset and identifier; every
   // offset in the flatbuffer is relative except the root offset, so only it moves.
   std::string& head = layout.head;
-  head.reserve(static_cast<size_t>(*base));
+  head.reserve(static_cast<size_t>(segment_base));
   put_u32(head, static_cast<uint32_t>(load_u32(fb) + extended_header_size));
   head.append(reinterpret_cast<const char*>(fb) + 4, 4);
   head.append(kHeaderMagic);
   put_u32(head, static_cast<uint32_t>(extended_header_length));
   put_u64(head, extended_header_size);  // flatbuffer_offset, as the reference writer records it
   put_u64(head, fb_size);               // flatbuffer size before the insertion
-  put_u64(head, *base);
+  put_u64(head, segment_base);
   put_u64(head, data_size);
   head.resize(static_cast<size_t>(kPrefixSize + extended_header_size), '\0');
   head.append(reinterpret_cast<const char*>(fb) + kPrefixSize,
               static_cast<size_t>(fb_size - kPrefixSize));
-  head.resize(static_cast<size_t>(*base), '\0');
+  head.resize(static_cast<size_t>(segment_base), '\0');
   return layout;
 }
 

@@ -55,4 +55,40 @@ ShardLayout layout_shard(const std::vector<StoredTensor>& tensors,
   return out;
 }
 
+ShardSizer::Sizes ShardSizer::size(const std::vector<StoredTensor>& tensors,
+                                   const std::vector<StorageGroup>& groups,
+                                   const std::vector<size_t>& shard_groups,
+                                   const ShardingOptions& options) {
+  if (options.format != ShardFormat::ptd) {
+    auto layout = layout_shard(tensors, groups, shard_groups, options);
+    return {layout.header_size, layout.file_size};
+  }
+  // The entries layout_shard builds, assigned into the kept ones (no allocation once warm).
+  size_t count = 0;
+  for (size_t g : shard_groups) count += groups[g].members.size();
+  if (entries_.size() < count) entries_.resize(count);
+  segment_sizes_.clear();
+  size_t n = 0;
+  for (size_t g : shard_groups) {
+    for (size_t index : groups[g].members) {
+      const auto& t = tensors[index];
+      auto& e = entries_[n++];
+      e.key.assign(t.key);
+      e.dtype = t.data.dtype;
+      e.shape.assign(t.data.shape.begin(), t.data.shape.end());
+      e.segment = static_cast<uint32_t>(segment_sizes_.size());
+      e.dim_order.assign(t.data.dim_order.begin(), t.data.dim_order.end());
+      e.opaque = t.data.opaque;
+    }
+    segment_sizes_.push_back(groups[g].nbytes);
+  }
+  // Entries past `count`, kept from a larger earlier shard, are not part of this one.
+  auto end = entries_.begin() + static_cast<std::ptrdiff_t>(count);
+  auto by_key = [](const auto& a, const auto& b) { return a.key < b.key; };
+  if (!std::is_sorted(entries_.begin(), end, by_key)) std::sort(entries_.begin(), end, by_key);
+  auto sizes = ptd_.size(std::span<const ptd::Entry>(entries_.data(), count), segment_sizes_,
+                         options.alignment);
+  return {sizes.header_size, sizes.file_size};
+}
+
 }  // namespace ptepack

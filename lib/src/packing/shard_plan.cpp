@@ -5,7 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <limits>
-#include <set>
+#include <map>
 
 #include "ptepack/base/checked.h"
 #include "ptepack/base/error.h"
@@ -37,6 +37,10 @@ struct Geometry {
   [[nodiscard]] uint64_t file_size(uint64_t header, uint64_t data) const {
     return add(aligned(header, header_alignment), data);
   }
+  // Where the next group's bytes would start after `data` bytes.
+  [[nodiscard]] uint64_t next_start(uint64_t data) const {
+    return format == ShardFormat::ptd ? aligned(data, segment_alignment) : data;
+  }
 };
 
 // What the planner knows about one shard's exact size. The header length is
@@ -51,10 +55,13 @@ struct Fill {
   size_t last_owner = 0;  // tensor index of the last group's owner (safetensors order check)
   size_t max_key = 0;     // tensor index of the shard's largest key, aliases included
   // .ptd groups of one key sorting after every key of the shard, rejected on
-  // the exact layout since the shard last changed, by key length, rank and
-  // bytes: such a group's entry is built last, so its exact size depends on
-  // nothing else, and an equal one is rejected without another layout.
-  std::set<std::array<uint64_t, 3>> rejected;
+  // the exact layout since the shard last changed: the smallest payload
+  // rejected, by key length, rank and whether the entry is opaque. Such a
+  // group's entry is built last, so the header it makes depends on those three
+  // alone, and its bytes only add to the data section: a group of the same
+  // three with at least that payload makes a file at least as large, and is
+  // rejected without another layout.
+  std::map<std::array<uint64_t, 3>, uint64_t> rejected;
 
   // The header length is known exactly (not a range).
   [[nodiscard]] bool exact() const { return !header_hi_unknown && header_lo == header_hi; }
@@ -74,6 +81,9 @@ struct GroupCost {
   uint64_t header_hi = 0;  // .ptd: header bytes the group adds at most
   uint64_t header_lo = 0;  // .ptd: at least
   uint64_t payload = 0;    // raw bytes
+  // File mode: bytes a shard grows by at least, before header padding:
+  // header_lo (.ptd) or the shortest JSON member and comma (safetensors), plus payload.
+  uint64_t least_growth = 0;
 };
 
 GroupCost group_cost(const std::vector<StoredTensor>& tensors, const StorageGroup& group,
@@ -96,6 +106,14 @@ GroupCost group_cost(const std::vector<StoredTensor>& tensors, const StorageGrou
     cost.header_hi = add(cost.header_hi, ptd::head_bound_segment());
     cost.header_lo = cost.header_hi > 32 ? cost.header_hi - 32 : 0;
     cost.header_hi = add(cost.header_hi, 8 + 80);
+    cost.least_growth = add(cost.header_lo, cost.payload);
+  } else if (options.max_shard_bytes && options.cap_mode == CapMode::file) {
+    // The owner's member with its shortest offsets ("[0,n]"), as grown() counts out of order.
+    const auto& owner = tensors[group.members[0]];
+    cost.least_growth = add(add(safetensors::entry_json_size(owner.key, owner.data.dtype,
+                                                             owner.data.shape, 0, cost.payload),
+                                1),
+                            cost.payload);
   }
   return cost;
 }
@@ -133,7 +151,7 @@ Fill grown(const Fill& fill, const std::vector<StoredTensor>& tensors, const Sto
 }
 
 // Fill of a shard whose exact layout is known.
-Fill anchored(const ShardLayout& layout, const Geometry& geometry, size_t last_owner,
+Fill anchored(const ShardSizer::Sizes& layout, const Geometry& geometry, size_t last_owner,
               size_t max_key) {
   Fill fill;
   fill.header_lo = fill.header_hi = layout.header_size;
@@ -145,7 +163,8 @@ Fill anchored(const ShardLayout& layout, const Geometry& geometry, size_t last_o
 
 // Max-tree over the shards' remaining room (an upper bound of it), so the
 // first shard that may take a group is found in O(log shards) rather than by
-// trying every shard: a group needs at least its payload bytes of room.
+// trying every shard. Rooms are stored plus one, so a sealed shard (0) never
+// matches, even for a group that needs no room.
 class RoomIndex {
  public:
   static constexpr size_t npos = static_cast<size_t>(-1);
@@ -241,8 +260,9 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
   std::vector<Fill> fills;
   std::vector<bool> sealed;  // an oversize shard, or one holding max_shard_tensors groups
 
+  ShardSizer sizer;  // the exact sizes layout_shard gives
   auto exact_layout = [&](const std::vector<size_t>& shard_groups) {
-    return layout_shard(tensors, groups, shard_groups, options);
+    return sizer.size(tensors, groups, shard_groups, options);
   };
   auto with = [](std::vector<size_t> shard_groups, size_t g) {
     shard_groups.push_back(g);
@@ -281,14 +301,21 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
     const auto& first = tensors[members[0]];
     bool memo = options.format == ShardFormat::ptd && members.size() == 1 &&
                 tensors[fill.max_key].key < first.key;
-    std::array<uint64_t, 3> key{first.key.size(), first.data.shape.size(), cost.payload};
-    if (memo && fill.rejected.count(key) > 0) return false;
+    std::array<uint64_t, 3> key{first.key.size(), first.data.shape.size(),
+                                uint64_t{first.data.opaque}};
+    if (memo) {
+      auto seen = fill.rejected.find(key);
+      if (seen != fill.rejected.end() && cost.payload >= seen->second) return false;
+    }
     auto layout = exact_layout(with(shard.groups, g));
     if (layout.file_size <= cap) {
       out = anchored(layout, geometry, members[0], out.max_key);
       return true;
     }
-    if (memo) fill.rejected.insert(key);
+    if (memo) {
+      auto [seen, fresh] = fill.rejected.try_emplace(key, cost.payload);
+      if (!fresh) seen->second = std::min(seen->second, cost.payload);
+    }
     return false;
   };
   auto place = [&](size_t s, size_t g, const GroupCost& cost, Fill next) {
@@ -304,21 +331,27 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
                            : geometry.file_size(fills[s].header_hi, fills[s].data);
   };
 
-  // Room left in shard s, at most: the cap minus the smallest size it can have.
+  // Room left in shard s (plus one; 0 when sealed), at most. In file mode it is
+  // the cap minus the shard's smallest header, unpadded, and minus where a next
+  // group's bytes would start: a group whose least growth exceeds it makes the
+  // shard's smallest size exceed the cap, so fits() would refuse it at once.
+  // Leaving those shards out changes no decision; it keeps nearly full shards
+  // from being tried by every later small group (quadratic at 1,000,000 tensors).
   RoomIndex rooms;
   auto room = [&](size_t s) -> uint64_t {
     if (sealed[s]) return 0;
     if (!options.max_shard_bytes) return std::numeric_limits<uint64_t>::max();
-    uint64_t used =
-        file_cap ? geometry.file_size(fills[s].header_lo, fills[s].data) : shards[s].payload_bytes;
-    return used < *options.max_shard_bytes ? *options.max_shard_bytes - used : 0;
+    uint64_t used = file_cap ? add(fills[s].header_lo, geometry.next_start(fills[s].data))
+                             : shards[s].payload_bytes;
+    return used < *options.max_shard_bytes ? *options.max_shard_bytes - used + 1 : 1;
   };
 
   for (size_t g = 0; g < groups.size(); ++g) {
     auto cost = group_cost(tensors, groups[g], options);
+    const uint64_t need = add(file_cap ? cost.least_growth : cost.payload, 1);
     bool placed = false;
-    for (size_t s = rooms.first_at_least(0, cost.payload); s != RoomIndex::npos && !placed;
-         s = rooms.first_at_least(s + 1, cost.payload)) {
+    for (size_t s = rooms.first_at_least(0, need); s != RoomIndex::npos && !placed;
+         s = rooms.first_at_least(s + 1, need)) {
       Fill next;
       placed = fits(s, g, cost, next);
       if (placed) place(s, g, cost, std::move(next));

@@ -1,8 +1,11 @@
 // ExecuTorch FlatTensor (.ptd) files: the writer's layout plan and the validating reader.
 #pragma once
 
+#include <flatbuffers/flatbuffers.h>
+
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,6 +50,24 @@ struct Layout {
 // throws ErrorCode::invalid_input.
 Layout plan_file(const std::vector<Entry>& entries, const std::vector<uint64_t>& segment_sizes,
                  uint64_t alignment = default_alignment);
+
+// plan_file's header_size and file_size (same checks, same errors) without the
+// header bytes, reusing its buffers between calls: for sizing many candidate
+// files, as the shard planner's exact checks do.
+class FileSizer {
+ public:
+  struct Sizes {
+    uint64_t header_size = 0;
+    uint64_t file_size = 0;
+  };
+  [[nodiscard]] Sizes size(std::span<const Entry> entries,
+                           const std::vector<uint64_t>& segment_sizes,
+                           uint64_t alignment = default_alignment);
+
+ private:
+  flatbuffers::FlatBufferBuilder builder_;
+  std::vector<uint64_t> relative_;
+};
 
 // Upper bounds used by the shard planner so that a planned file never exceeds a size cap:
 // for any call of plan_file, head size before padding (i.e. 48 + flatbuffer size) <=

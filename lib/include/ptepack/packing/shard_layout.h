@@ -5,12 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "ptepack/formats/flat_tensor.h"
 #include "ptepack/packing/shard_plan.h"
 
 namespace ptepack {
 
 struct ShardLayout {
-  std::string head;  // bytes from offset 0 (header and its padding)
+  std::string head;          // bytes from offset 0 (header and its padding)
   uint64_t header_size = 0;  // head bytes before the padding
   struct Placement {
     uint64_t offset;  // absolute file offset
@@ -29,5 +30,23 @@ struct ShardLayout {
                                        const std::vector<StorageGroup>& groups,
                                        const std::vector<size_t>& shard_groups,
                                        const ShardingOptions& options);
+
+// layout_shard's header_size and file_size, without its bytes: the planner sizes
+// many candidate shards, and a .ptd one is sized with buffers kept between calls.
+class ShardSizer {
+ public:
+  struct Sizes {
+    uint64_t header_size = 0;
+    uint64_t file_size = 0;
+  };
+  [[nodiscard]] Sizes size(const std::vector<StoredTensor>& tensors,
+                           const std::vector<StorageGroup>& groups,
+                           const std::vector<size_t>& shard_groups, const ShardingOptions& options);
+
+ private:
+  std::vector<ptd::Entry> entries_;
+  std::vector<uint64_t> segment_sizes_;
+  ptd::FileSizer ptd_;
+};
 
 }  // namespace ptepack
