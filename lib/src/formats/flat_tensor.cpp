@@ -147,13 +147,13 @@ uint64_t head_bound_segment() { return kSegmentCost; }
 
 namespace {
 
-// plan_file's checks, then each segment's offset from the data section's start
-// (into `relative`); returns the data section's size and the header's bound.
 struct SegmentPlan {
-  uint64_t data_size = 0;
-  uint64_t header_bound = 0;
+  uint64_t data_size = 0;     // the data section's size
+  uint64_t header_bound = 0;  // head_bound_* summed over the file
 };
 
+// plan_file's checks, then each segment's offset from the data section's start
+// (into `relative`).
 SegmentPlan plan_segments(std::span<const Entry> entries,
                           const std::vector<uint64_t>& segment_sizes, uint64_t alignment,
                           std::vector<uint64_t>& relative) {
