@@ -114,16 +114,7 @@ void load_directory(Artifact& a) {
   auto paths = directory_paths(a.root);
   a.root = paths.dir;
   auto manifest_file = InputFile::open(paths.manifest);
-  if (manifest_file->size() > Limits::max_manifest_bytes) {
-    fail_input("{}: manifest of {} bytes exceeds the limit of {} bytes", manifest_file->name(),
-               manifest_file->size(), Limits::max_manifest_bytes);
-  }
-  {
-    auto raw = manifest_file->read_range(0, manifest_file->size());  // freed once parsed
-    a.manifest =
-        parse_manifest(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()),
-                       manifest_file->name());
-  }
+  a.manifest = read_manifest_file(*manifest_file, manifest_file->name());
   const auto& m = *a.manifest;
   if (m.version == kManifestProgramsVersion) {
     a.kind = ArtifactKind::programs;

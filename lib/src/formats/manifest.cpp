@@ -316,4 +316,14 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
   return m;
 }
 
+Manifest read_manifest_file(const InputFile& file, const std::string& context) {
+  if (file.size() > Limits::max_manifest_bytes) {
+    fail_input("{}: manifest of {} bytes exceeds the limit of {} bytes", context, file.size(),
+               Limits::max_manifest_bytes);
+  }
+  auto raw = file.read_range(0, file.size());
+  return parse_manifest(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()),
+                        context);
+}
+
 }  // namespace ptepack

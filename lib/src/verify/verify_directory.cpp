@@ -113,14 +113,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   auto mname = paths.manifest.string();
   Manifest m;
   if (!attempt(problems, [&] {
-        auto file = open_inside(paths.dir, "manifest.json", paths.dir.string());
-        if (file->size() > Limits::max_manifest_bytes) {
-          fail_input("{}: manifest of {} bytes exceeds the limit of {} bytes", mname, file->size(),
-                     Limits::max_manifest_bytes);
-        }
-        auto raw = file->read_range(0, file->size());
-        m = parse_manifest(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()),
-                           mname);
+        m = read_manifest_file(*open_inside(paths.dir, "manifest.json", paths.dir.string()), mname);
       })) {
     return;
   }

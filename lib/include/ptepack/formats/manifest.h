@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ptepack/io/input_file.h"
 #include "ptepack/model/tensor.h"
 
 namespace ptepack {
@@ -72,6 +73,9 @@ inline constexpr int kManifestProgramsVersion = 2;  // directories of .pte progr
 // Strict reader: every field present with the right type, file names plain
 // (no '/', '\\', '..', leading '.', or empty). Errors: invalid_input "<context>: ...".
 [[nodiscard]] Manifest parse_manifest(std::string_view text, const std::string& context);
+// A manifest.json file, refused before it is read when above
+// Limits::max_manifest_bytes, then parsed (its text freed once parsed).
+[[nodiscard]] Manifest read_manifest_file(const InputFile& file, const std::string& context);
 // True when `name` is a plain file name safe to join to the output directory.
 [[nodiscard]] bool is_plain_file_name(std::string_view name);
 
