@@ -137,7 +137,7 @@ bool holds_programs(const fs::path& path) {
     // are indented further and keys cannot hold a raw newline). A manifest in
     // any other form reads as version 1 here and is refused by that front end.
     auto file = InputFile::open(manifest);
-    auto bytes = file->read_range(0, std::min<uint64_t>(file->size(), Limits::max_header_bytes));
+    auto bytes = file->read_range(0, std::min<uint64_t>(file->size(), Limits::max_manifest_bytes));
     std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     return text.find(fmt::format("\n  \"version\": {},", kManifestProgramsVersion)) !=
            std::string_view::npos;
