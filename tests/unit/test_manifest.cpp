@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "formats/json_writer.h"
 #include "ptepack/formats/json_util.h"
 #include "ptepack/formats/manifest.h"
 
@@ -126,6 +127,47 @@ TEST_CASE("manifest_to_json equals the DOM's text, byte for byte") {
   auto negative = sample(kManifestVersion);  // a shape the reader would refuse still prints
   negative.tensors.begin()->second.shape = {-1, 5};
   CHECK(manifest_to_json(negative) == reference_manifest_json(negative));
+}
+
+TEST_CASE("JsonWriter lays DOM values out in place and streams in pieces") {
+  // Nested DOMs of every kind at several depths, beside written values.
+  ordered inner{{"list", {1, 2, {{"max", nullptr}, {"min", 3}}}},
+                {"empty_list", ordered::array()},
+                {"empty_object", ordered::object()},
+                {"fill", 0.25},
+                {"text", "line\nbreak \xff"}};
+  ordered reference{
+      {"a", inner}, {"b", {{"c", inner}, {"d", "x"}}}, {"e", ordered::array({inner})}, {"f", 7}};
+  for (size_t drain_every : {size_t{0}, size_t{1}}) {
+    JsonWriter w;
+    std::string streamed;
+    auto drain = [&] {
+      if (drain_every != 0) streamed += w.take();
+    };
+    w.begin_object();
+    w.key("a");
+    w.dom(inner);
+    drain();
+    w.key("b");
+    w.begin_object();
+    w.key("c");
+    w.dom(inner);
+    drain();
+    w.field("d", "x");
+    w.end_object();
+    w.key("e");
+    w.begin_array();
+    w.dom(inner);
+    w.end_array();
+    drain();
+    w.field("f", 7);
+    w.end_object();
+    streamed += std::move(w).finish();
+    CHECK(streamed == json_text(reference));
+  }
+  JsonWriter root;  // a DOM as the whole document
+  root.dom(inner);
+  CHECK(std::move(root).finish() == json_text(inner));
 }
 
 }  // namespace

@@ -294,71 +294,110 @@ void render_table(Sink& out, size_t count, const std::function<CellWidths(size_t
   for (size_t i = 0; i < count; ++i) render(cells_of(i));
 }
 
-// dtype and shape as separate fields; a dynamic dimension is {"min", "max"} (max null when
-// unbounded).
-void add_meta(ordered& j, const nb::TensorMetaT* meta) {
+// A tensor's dtype and shape are separate fields (null without a meta); a
+// dynamic dimension is {"max", "min"}, max null when unbounded. Fields sort
+// between them, so each is written on its own.
+void write_dtype(JsonWriter& w, const nb::TensorMetaT* meta) {
+  w.key("dtype");
   if (meta == nullptr) {
-    j["dtype"] = nullptr;
-    j["shape"] = nullptr;
-    return;
+    w.null();
+  } else {
+    w.value(dtype_name(static_cast<DType>(meta->dtype)));
   }
-  j["dtype"] = dtype_name(static_cast<DType>(meta->dtype));
-  ordered shape = ordered::array();
-  for (const auto& dim : meta->sizes) {
-    if (dim->min == dim->max) {
-      shape.push_back(dim->min);
-    } else {
-      shape.push_back(
-          {{"min", dim->min}, {"max", dim->max < 0 ? ordered(nullptr) : ordered(dim->max)}});
-    }
-  }
-  j["shape"] = shape;
 }
 
-ordered method_json(const nb::MethodT& m, bool graph) {
-  ordered j;
-  j["name"] = m.name;
-  ordered inputs = ordered::array();
-  for (const auto& name : m.graph->inputs) {
-    const auto* meta = find_meta(*m.graph, name);
-    ordered input{{"name", name}};
-    add_meta(input, meta);
-    inputs.push_back(input);
+void write_shape(JsonWriter& w, const nb::TensorMetaT* meta) {
+  w.key("shape");
+  if (meta == nullptr) {
+    w.null();
+    return;
   }
-  j["inputs"] = inputs;
-  ordered outputs = ordered::array();
-  for (const auto& name : m.graph->outputs) {
-    const auto* meta = find_meta(*m.graph, name);
-    ordered output{{"name", name}};
-    add_meta(output, meta);
-    outputs.push_back(output);
+  w.begin_array();
+  for (const auto& dim : meta->sizes) {
+    if (dim->min == dim->max) {
+      w.value(dim->min);
+      continue;
+    }
+    w.begin_object();
+    w.key("max");
+    if (dim->max < 0) {
+      w.null();
+    } else {
+      w.value(dim->max);
+    }
+    w.field("min", dim->min);
+    w.end_object();
   }
-  j["outputs"] = outputs;
-  ordered specs = ordered::array();
-  for (const auto& s : m.output_specs) {
-    specs.push_back(
-        {{"name", s->name}, {"kind", nb::EnumNameOutputKind(s->kind)}, {"target", s->target}});
+  w.end_array();
+}
+
+// A graph's inputs or outputs: name, dtype and shape of each.
+void write_values(JsonWriter& w, const nb::GraphT& graph, const std::vector<std::string>& names) {
+  w.begin_array();
+  for (const auto& name : names) {
+    const auto* meta = find_meta(graph, name);
+    w.begin_object();
+    write_dtype(w, meta);
+    w.field("name", name);
+    write_shape(w, meta);
+    w.end_object();
   }
-  j["output_specs"] = specs;
-  ordered constants = ordered::array();
+  w.end_array();
+}
+
+// One method of dump --json, fields in json_text's order, streamed: a method
+// can bind hundreds of thousands of constants. Text goes to `out` as it grows.
+void write_method(JsonWriter& w, const nb::MethodT& m, bool graph, Sink& out) {
+  constexpr size_t kDrain = 64 << 10;
+  w.begin_object();
+  w.key("constants");
+  w.begin_array();
   for (const auto& c : m.constants) {
-    ordered constant{{"name", c->name},
-                     {"key", c->data_key},
-                     {"kind", nb::EnumNameInputKind(c->kind)},
-                     {"mutated", c->mutated},
-                     {"quantized", c->meta->quant != nullptr}};
-    add_meta(constant, c->meta.get());
-    constants.push_back(constant);
+    w.begin_object();
+    write_dtype(w, c->meta.get());
+    w.field("key", c->data_key);
+    w.field("kind", nb::EnumNameInputKind(c->kind));
+    w.field("mutated", c->mutated);
+    w.field("name", c->name);
+    w.field("quantized", c->meta->quant != nullptr);
+    write_shape(w, c->meta.get());
+    w.end_object();
+    if (w.pending() >= kDrain) out.add(w.take());
   }
-  j["constants"] = constants;
-  ordered buffers = ordered::array();
-  for (const auto& b : m.mutable_buffers) buffers.push_back({{"name", b->name}, {"key", b->fqn}});
-  j["mutable_buffers"] = buffers;
+  w.end_array();
+  if (graph) {
+    w.key("graph");
+    w.dom(graph_json(*m.graph));
+  }
+  w.key("inputs");
+  write_values(w, *m.graph, m.graph->inputs);
+  w.key("mutable_buffers");
+  w.begin_array();
+  for (const auto& b : m.mutable_buffers) {
+    w.begin_object();
+    w.field("key", b->fqn);
+    w.field("name", b->name);
+    w.end_object();
+  }
+  w.end_array();
+  w.field("name", m.name);
   auto counts = count_nodes(*m.graph);
-  j["nodes"] = counts.nodes;
-  j["subgraphs"] = counts.subgraphs;
-  if (graph) j["graph"] = graph_json(*m.graph);
-  return j;
+  w.field("nodes", counts.nodes);
+  w.key("output_specs");
+  w.begin_array();
+  for (const auto& spec : m.output_specs) {
+    w.begin_object();
+    w.field("kind", nb::EnumNameOutputKind(spec->kind));
+    w.field("name", spec->name);
+    w.field("target", spec->target);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("outputs");
+  write_values(w, *m.graph, m.graph->outputs);
+  w.field("subgraphs", counts.subgraphs);
+  w.end_object();
+  out.add(w.take());
 }
 
 }  // namespace
@@ -476,60 +515,85 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
   if (!artifact.pte_programs.empty()) programs = dump_programs(artifact, options);
 
   if (options.json) {
-    ordered j;
-    j["format"] = kDumpFormat;
-    j["version"] = kDumpVersion;
-    j["artifact"] = artifact.name;
-    j["kind"] = artifact_kind_name(artifact.kind);
-    if (!artifact.pte_programs.empty()) j["programs"] = programs.json;
-    if (artifact.program) {
-      ordered methods = ordered::array();
-      for (const auto& m : artifact.program->methods)
-        methods.push_back(method_json(*m, options.graph));
-      j["program"] = {{"version", artifact.program->version}, {"methods", methods}};
-    } else {
-      j["program"] = nullptr;
+    // The document's fields in json_text's order (bytewise by name), streamed:
+    // the program's methods and the tensors can run to millions of entries.
+    // The small parts are DOMs laid out in place.
+    JsonWriter w;
+    w.begin_object();
+    w.field("artifact", artifact.name);
+    if (options.summary) {
+      w.key("breakdown");
+      w.dom(breakdown_json(rows, keys, options.top));
     }
-    j["state"] = state;
-    ordered shards = ordered::array();
-    if (artifact.manifest) {
-      const auto& m = *artifact.manifest;
-      for (const auto& s : m.shards) {
-        ordered sj{{"file", s.file},
-                   {"size", s.size},
-                   {"payload_bytes", s.payload_bytes},
-                   {"key_count", s.keys.size()}};
-        sj["fill"] =
-            m.max_shard_bytes
-                ? ordered(static_cast<double>(m.cap_mode == "file" ? s.size : s.payload_bytes) /
-                          static_cast<double>(*m.max_shard_bytes))
-                : ordered(nullptr);
-        shards.push_back(sj);
+    const auto* manifest = artifact.manifest ? &*artifact.manifest : nullptr;
+    if (manifest) w.field("cap_mode", manifest->cap_mode);
+    w.field("format", kDumpFormat);
+    w.field("kind", artifact_kind_name(artifact.kind));
+    if (manifest) {
+      w.key("max_shard_bytes");
+      if (manifest->max_shard_bytes) {
+        w.value(*manifest->max_shard_bytes);
+      } else {
+        w.null();
       }
-      j["shard_format"] = m.shard_format;
-      j["max_shard_bytes"] = m.max_shard_bytes ? ordered(*m.max_shard_bytes) : ordered(nullptr);
-      j["cap_mode"] = m.cap_mode;
     }
-    j["shards"] = shards;
-    if (options.summary) j["breakdown"] = breakdown_json(rows, keys, options.top);
-    j["summary"] = {{"key_count", total_keys},
-                    {"referenced_bytes", referenced_bytes},
-                    {"stored_bytes", stored_bytes},
-                    {"dedup_saved_bytes", saved},
-                    {"alias_count", artifact.aliases.size()},
-                    {"unreferenced_keys", unreferenced_keys},
-                    {"unreferenced_bytes", unreferenced_bytes}};
-    // "tensors" sorts last among the fields: stream it after the rest instead of
-    // building one DOM node per key (a DOM costs ~40x a safetensors header).
-    // Rows are in key order already, so the text equals json_text of the whole.
-    std::string head = json_text(j);
+    w.key("program");
+    if (artifact.program) {
+      w.begin_object();
+      w.key("methods");
+      w.begin_array();
+      for (const auto& m : artifact.program->methods) write_method(w, *m, options.graph, out);
+      w.end_array();
+      w.field("version", artifact.program->version);
+      w.end_object();
+    } else {
+      w.null();
+    }
+    if (!artifact.pte_programs.empty()) {
+      w.key("programs");
+      w.dom(programs.json);
+    }
+    if (manifest) w.field("shard_format", manifest->shard_format);
+    w.key("shards");
+    w.begin_array();
+    if (manifest) {
+      for (const auto& s : manifest->shards) {
+        w.begin_object();
+        w.field("file", s.file);
+        w.key("fill");
+        w.dom(manifest->max_shard_bytes
+                  ? ordered(static_cast<double>(manifest->cap_mode == "file" ? s.size
+                                                                             : s.payload_bytes) /
+                            static_cast<double>(*manifest->max_shard_bytes))
+                  : ordered(nullptr));
+        w.field("key_count", s.keys.size());
+        w.field("payload_bytes", s.payload_bytes);
+        w.field("size", s.size);
+        w.end_object();
+      }
+    }
+    w.end_array();
+    w.key("state");
+    w.strings(state);
+    w.key("summary");
+    w.begin_object();
+    w.field("alias_count", artifact.aliases.size());
+    w.field("dedup_saved_bytes", saved);
+    w.field("key_count", total_keys);
+    w.field("referenced_bytes", referenced_bytes);
+    w.field("stored_bytes", stored_bytes);
+    w.field("unreferenced_bytes", unreferenced_bytes);
+    w.field("unreferenced_keys", unreferenced_keys);
+    w.end_object();
+    w.field("version", kDumpVersion);
     if (options.no_tensors) {
-      out.add(head);
+      w.end_object();
+      out.add(std::move(w).finish());
       out.flush();
       return;
     }
-    head.resize(head.size() - 3);  // "\n}\n"
-    out.add(head);
+    // "tensors" comes last, after "version", each entry formatted in place.
+    out.add(w.take());
     out.add(rows.empty() ? ",\n  \"tensors\": {}" : ",\n  \"tensors\": {");
     // Each entry as json_text would print it inside the document (fields in name order,
     // indented two levels), formatted directly: a million keys, not a million DOMs.

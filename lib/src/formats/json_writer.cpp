@@ -100,6 +100,21 @@ void JsonWriter::value(bool flag) {
   out_ += flag ? "true" : "false";
 }
 
+void JsonWriter::dom(const nlohmann::json& value) {
+  element();
+  // The DOM's own layout from column 0; each line after the first moves to this
+  // depth (string values never hold a raw newline: dump escapes it).
+  const auto text = value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  const std::string pad(2 * counts_.size(), ' ');
+  size_t start = 0;
+  for (size_t nl = text.find('\n'); nl != std::string::npos; nl = text.find('\n', start)) {
+    out_.append(text, start, nl + 1 - start);
+    out_ += pad;
+    start = nl + 1;
+  }
+  out_.append(text, start);
+}
+
 void JsonWriter::null() {
   element();
   out_ += "null";

@@ -8,7 +8,10 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 namespace ptepack {
 
@@ -37,6 +40,9 @@ class JsonWriter {
   }
   void value(bool flag);
   void null();
+  // A small DOM value at the current place, laid out as json_text lays it out there
+  // (named apart from value(): a std::string converts to both).
+  void dom(const nlohmann::json& value);
   // key(name), then value(v).
   template <typename T>
   void field(std::string_view name, const T& v) {
@@ -57,6 +63,9 @@ class JsonWriter {
   }
   // The finished text, with json_text's final newline.
   [[nodiscard]] std::string finish() &&;
+  // Streaming: the text written so far, handed over; the writer keeps its place.
+  [[nodiscard]] size_t pending() const { return out_.size(); }
+  [[nodiscard]] std::string take() { return std::exchange(out_, std::string()); }
 
  private:
   void open(char bracket);
