@@ -286,7 +286,9 @@ ProgramPtr read_program_file(const std::filesystem::path& path, uint64_t* file_b
   }
   auto binary = program_json_to_binary(
       std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), file->name());
-  bytes = {};  // the text is not needed once the flatbuffer is built
+  // The text is not needed once the flatbuffer is built: free it (assigning {}
+  // would keep its capacity).
+  std::vector<uint8_t>().swap(bytes);
   return read_program_binary({binary.data(), binary.size()}, file->name());
 }
 
