@@ -254,6 +254,39 @@ TEST_CASE("ptd: head size bound holds and is tight on random entry sets") {
   }
 }
 
+TEST_CASE("ptd: the header size model equals the builder on random files") {
+  // Key lengths across every remainder mod 4, ranks 0..9, opaque entries, up to
+  // 60 segments: every padding and vtable variant the builder can reach.
+  std::mt19937 rng(20261202);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  ptepack::ptd::FileSizer sizer;
+  ptepack::ptd::HeaderSizeModel model;
+  for (int round = 0; round < 3000; ++round) {
+    const int n = pick(0, 30);
+    std::vector<Entry> entries;
+    for (int i = 0; i < n; ++i) {
+      Entry e;
+      e.key = fmt::format("{:03d}", i) + std::string(static_cast<size_t>(pick(0, 40)), 'k');
+      e.dtype = DType::BYTE;
+      for (int d = pick(0, 9); d > 0; --d) e.shape.push_back(1);
+      e.opaque = pick(0, 3) == 0;
+      if (e.opaque) e.shape = {1};
+      entries.push_back(std::move(e));
+    }
+    // One segment per entry, or fewer when entries share (every segment referenced).
+    const int segments = n == 0 ? 0 : pick(1, n);
+    for (int i = 0; i < n; ++i) {
+      entries[static_cast<size_t>(i)].segment = static_cast<uint32_t>(i < segments ? i : 0);
+    }
+    const std::vector<uint64_t> segment_sizes(static_cast<size_t>(segments), 1);
+    model.reset();
+    for (const Entry& e : entries) model.add(e.key.size(), e.shape.size(), e.opaque);
+    INFO("round " << round << " keys " << n << " segments " << segments);
+    REQUIRE(48 + model.flatbuffer_size(static_cast<uint64_t>(segments)) ==
+            sizer.size(entries, segment_sizes, 16).header_size);
+  }
+}
+
 TEST_CASE("ptd: plan_file is deterministic") {
   Sample s;
   Layout a = ptepack::ptd::plan_file(s.entries, sizes_of(s.segments), 128);

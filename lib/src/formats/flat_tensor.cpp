@@ -145,6 +145,115 @@ uint64_t head_bound_entry(uint64_t key_length, uint64_t rank, bool opaque) {
 
 uint64_t head_bound_segment() { return kSegmentCost; }
 
+// FlatBufferBuilder (flatbuffers 2.x) step for step, sizes only: it grows
+// downwards, so padding depends on the size so far; each table ends with its
+// vtable offset and a vtable unless an identical one was written before.
+void HeaderSizeModel::reset() {
+  size_ = 0;
+  min_align_ = 1;
+  entries_ = 0;
+  vtables_.clear();
+}
+
+void HeaderSizeModel::align(uint64_t alignment) {
+  min_align_ = std::max(min_align_, alignment);
+  size_ += (~size_ + 1) & (alignment - 1);
+}
+
+void HeaderSizeModel::pre_align(uint64_t length, uint64_t alignment) {
+  if (length == 0) return;
+  min_align_ = std::max(min_align_, alignment);
+  size_ += (~(size_ + length) + 1) & (alignment - 1);
+}
+
+uint64_t HeaderSizeModel::push(uint64_t scalar) {
+  align(scalar);
+  size_ += scalar;
+  return size_;
+}
+
+void HeaderSizeModel::string(uint64_t length) {
+  pre_align(length + 1, 4);
+  size_ += length + 1;
+  push(4);
+}
+
+void HeaderSizeModel::vector(uint64_t count, uint64_t element) {
+  pre_align(count * element, 4);
+  pre_align(count * element, element);
+  size_ += count * element;
+  push(4);
+}
+
+void HeaderSizeModel::start_table() {
+  table_start_ = size_;
+  field_at_[0] = field_at_[1] = field_at_[2] = 0;
+}
+
+void HeaderSizeModel::field(int id, uint64_t scalar) { field_at_[id] = push(scalar); }
+
+void HeaderSizeModel::end_table() {
+  const uint64_t at = push(4);  // the vtable offset
+  int last = -1;
+  for (int id = 0; id < 3; ++id) {
+    if (field_at_[id] != 0) last = id;
+  }
+  Vtable vtable{static_cast<uint16_t>(std::max(4 + 2 * (last + 1), 4)),
+                static_cast<uint16_t>(at - table_start_),
+                {0, 0, 0}};
+  for (int id = 0; id < 3; ++id) {
+    if (field_at_[id] != 0) vtable.fields[id] = static_cast<uint16_t>(at - field_at_[id]);
+  }
+  if (std::find(vtables_.begin(), vtables_.end(), vtable) != vtables_.end()) return;
+  size_ += vtable.bytes;
+  vtables_.push_back(vtable);
+}
+
+void HeaderSizeModel::add(uint64_t key_length, uint64_t rank, bool opaque) {
+  // build_flatbuffer's calls for one entry; field ids 0, 1, 2 are voffsets 4, 6, 8.
+  ++entries_;
+  string(key_length);
+  if (opaque) {  // NamedData(key, segment_index)
+    start_table();
+    field(1, 4);
+    field(0, 4);
+    end_table();
+    return;
+  }
+  vector(rank, 4);  // sizes
+  vector(rank, 1);  // dim_order
+  start_table();    // TensorLayout(scalar_type, sizes, dim_order)
+  field(2, 4);
+  field(1, 4);
+  field(0, 1);
+  end_table();
+  start_table();  // NamedData(key, segment_index, tensor_layout)
+  field(2, 4);
+  field(1, 4);
+  field(0, 4);
+  end_table();
+}
+
+uint64_t HeaderSizeModel::flatbuffer_size(uint64_t segments) {
+  for (uint64_t s = 0; s < segments; ++s) {  // DataSegment(offset, size)
+    start_table();
+    field(1, 8);
+    field(0, 8);
+    end_table();
+  }
+  vector(segments, 4);
+  vector(entries_, 4);
+  start_table();  // FlatTensor(version, segments, named_data)
+  field(2, 4);
+  field(1, 4);
+  field(0, 4);
+  end_table();
+  pre_align(8, min_align_);  // root offset and file identifier
+  size_ += 4;
+  push(4);
+  return size_;
+}
+
 namespace {
 
 struct SegmentPlan {

@@ -264,9 +264,80 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
   auto exact_layout = [&](const std::vector<size_t>& shard_groups) {
     return sizer.size(tensors, groups, shard_groups, options);
   };
-  auto with = [](std::vector<size_t> shard_groups, size_t g) {
-    shard_groups.push_back(g);
-    return shard_groups;
+
+  // .ptd: a shard's keys in key order with what its header's size depends on,
+  // so that an exact size is a replay of the header model over them
+  // (ptd::HeaderSizeModel, equal to the builder's), not a layout built from
+  // copied and sorted entries. A shard's list is brought up to date only when it
+  // needs an exact size (most never do): its new keys are sorted and merged in.
+  // layout_shard checks the entries when the shards are laid out.
+  struct KeyShape {
+    size_t tensor;
+    uint64_t key_length;
+    uint64_t rank;
+    bool opaque;
+  };
+  struct ShardKeys {
+    std::vector<KeyShape> sorted;
+    size_t merged_groups = 0;  // the shard's first groups, whose keys `sorted` holds
+  };
+  std::vector<ShardKeys> shard_keys;  // by shard (.ptd only)
+  std::vector<KeyShape> new_keys, merged;
+  ptd::HeaderSizeModel model;
+  auto shape_of = [&](size_t index) {
+    const auto& t = tensors[index];
+    return KeyShape{index, t.key.size(), t.data.shape.size(), t.data.opaque};
+  };
+  auto by_key = [&](const KeyShape& a, const KeyShape& b) {
+    return tensors[a.tensor].key < tensors[b.tensor].key;
+  };
+  // Sorts `keys` and merges them into `into`.
+  auto merge_into = [&](std::vector<KeyShape>& into, std::vector<KeyShape>& keys) {
+    std::sort(keys.begin(), keys.end(), by_key);
+    merged.clear();
+    merged.reserve(into.size() + keys.size());
+    auto from = into.begin();
+    for (const auto& k : keys) {
+      auto at = std::upper_bound(from, into.end(), k, by_key);
+      merged.insert(merged.end(), from, at);
+      merged.push_back(k);
+      from = at;
+    }
+    merged.insert(merged.end(), from, into.end());
+    into.swap(merged);
+  };
+  // Exact sizes of shard s, with group g added unless g is npos; `data` is the
+  // data section's size (tracked exactly).
+  constexpr size_t npos = static_cast<size_t>(-1);
+  auto exact_sizes = [&](size_t s, size_t g, uint64_t data) -> ShardSizer::Sizes {
+    if (options.format != ShardFormat::ptd) {
+      auto shard_groups = shards[s].groups;
+      if (g != npos) shard_groups.push_back(g);
+      return exact_layout(shard_groups);
+    }
+    if (shard_keys.size() <= s) shard_keys.resize(s + 1);
+    auto& keys = shard_keys[s];
+    const auto& placed = shards[s].groups;
+    new_keys.clear();
+    for (; keys.merged_groups < placed.size(); ++keys.merged_groups) {
+      for (size_t index : groups[placed[keys.merged_groups]].members)
+        new_keys.push_back(shape_of(index));
+    }
+    if (!new_keys.empty()) merge_into(keys.sorted, new_keys);
+    model.reset();
+    auto with = keys.sorted.begin();
+    if (g != npos) {  // the group's members are sorted by key
+      for (size_t index : groups[g].members) {
+        auto k = shape_of(index);
+        auto at = std::upper_bound(with, keys.sorted.end(), k, by_key);
+        for (; with != at; ++with) model.add(with->key_length, with->rank, with->opaque);
+        model.add(k.key_length, k.rank, k.opaque);
+      }
+    }
+    for (; with != keys.sorted.end(); ++with) model.add(with->key_length, with->rank, with->opaque);
+    const uint64_t segments = placed.size() + (g != npos ? 1 : 0);
+    const uint64_t header = ptd::extended_header_size + model.flatbuffer_size(segments);
+    return {header, geometry.file_size(header, data)};
   };
 
   // Whether group g fits shard s; on success `out` is the shard's fill with g.
@@ -291,7 +362,7 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
     if (verdict < 0 && !fill.exact()) {
       // Re-anchor the shard on its exact layout, then try again.
       auto rejected = std::move(fill.rejected);
-      fill = anchored(exact_layout(shard.groups), geometry, fill.last_owner, fill.max_key);
+      fill = anchored(exact_sizes(s, npos, fill.data), geometry, fill.last_owner, fill.max_key);
       fill.rejected = std::move(rejected);
       out = grown(fill, tensors, groups[g], cost, geometry);
       verdict = decide();
@@ -307,7 +378,7 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
       auto seen = fill.rejected.find(key);
       if (seen != fill.rejected.end() && cost.payload >= seen->second) return false;
     }
-    auto layout = exact_layout(with(shard.groups, g));
+    auto layout = exact_sizes(s, g, out.data);
     if (layout.file_size <= cap) {
       out = anchored(layout, geometry, members[0], out.max_key);
       return true;

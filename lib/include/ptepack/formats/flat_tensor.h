@@ -69,6 +69,44 @@ class FileSizer {
   std::vector<uint64_t> relative_;
 };
 
+// plan_file's flatbuffer size, computed without building it. The size depends
+// only on each entry's key length, rank and whether it is opaque (in key order)
+// and on the number of segments, so this replays FlatBufferBuilder's arithmetic
+// on those alone: padding, vtables and their deduplication, the root. Add the
+// entries in key order, then flatbuffer_size(). Nothing is checked: refusing
+// entries is plan_file's. Unit tests hold it to the builder on random files.
+class HeaderSizeModel {
+ public:
+  void reset();
+  void add(uint64_t key_length, uint64_t rank, bool opaque);
+  // The size after the segments, the vectors and the root; the model must be
+  // reset before its next use.
+  [[nodiscard]] uint64_t flatbuffer_size(uint64_t segments);
+
+ private:
+  struct Vtable {
+    uint16_t bytes;      // vtable size
+    uint16_t object;     // table size
+    uint16_t fields[3];  // offsets by field id (0: absent)
+    bool operator==(const Vtable&) const = default;
+  };
+  void align(uint64_t alignment);
+  void pre_align(uint64_t length, uint64_t alignment);
+  uint64_t push(uint64_t scalar);  // aligned scalar; returns the size after it
+  void string(uint64_t length);
+  void vector(uint64_t count, uint64_t element);
+  void start_table();
+  void field(int id, uint64_t scalar);
+  void end_table();
+
+  uint64_t size_ = 0;
+  uint64_t min_align_ = 1;
+  uint64_t entries_ = 0;
+  uint64_t table_start_ = 0;
+  uint64_t field_at_[3] = {0, 0, 0};  // size after each field of the open table (0: absent)
+  std::vector<Vtable> vtables_;       // written so far (a handful: they deduplicate)
+};
+
 // Upper bounds used by the shard planner so that a planned file never exceeds a size cap:
 // for any call of plan_file, head size before padding (i.e. 48 + flatbuffer size) <=
 // head_bound_fixed() + sum(head_bound_entry(key.size(), rank)) + segments * head_bound_segment().
