@@ -155,44 +155,44 @@ void HeaderSizeModel::reset() {
   vtables_.clear();
 }
 
-void HeaderSizeModel::align(uint64_t alignment) {
+inline void HeaderSizeModel::align(uint64_t alignment) {
   min_align_ = std::max(min_align_, alignment);
   size_ += (~size_ + 1) & (alignment - 1);
 }
 
-void HeaderSizeModel::pre_align(uint64_t length, uint64_t alignment) {
+inline void HeaderSizeModel::pre_align(uint64_t length, uint64_t alignment) {
   if (length == 0) return;
   min_align_ = std::max(min_align_, alignment);
   size_ += (~(size_ + length) + 1) & (alignment - 1);
 }
 
-uint64_t HeaderSizeModel::push(uint64_t scalar) {
+inline uint64_t HeaderSizeModel::push(uint64_t scalar) {
   align(scalar);
   size_ += scalar;
   return size_;
 }
 
-void HeaderSizeModel::string(uint64_t length) {
+inline void HeaderSizeModel::string(uint64_t length) {
   pre_align(length + 1, 4);
   size_ += length + 1;
   push(4);
 }
 
-void HeaderSizeModel::vector(uint64_t count, uint64_t element) {
+inline void HeaderSizeModel::vector(uint64_t count, uint64_t element) {
   pre_align(count * element, 4);
   pre_align(count * element, element);
   size_ += count * element;
   push(4);
 }
 
-void HeaderSizeModel::start_table() {
+inline void HeaderSizeModel::start_table() {
   table_start_ = size_;
   field_at_[0] = field_at_[1] = field_at_[2] = 0;
 }
 
-void HeaderSizeModel::field(int id, uint64_t scalar) { field_at_[id] = push(scalar); }
+inline void HeaderSizeModel::field(int id, uint64_t scalar) { field_at_[id] = push(scalar); }
 
-void HeaderSizeModel::end_table() {
+inline void HeaderSizeModel::end_table() {
   const uint64_t at = push(4);  // the vtable offset
   int last = -1;
   for (int id = 0; id < 3; ++id) {
