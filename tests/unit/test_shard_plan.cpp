@@ -221,6 +221,53 @@ TEST_CASE("file mode plans exactly what first-fit on exact layouts gives") {
   CHECK(plans == 120);
 }
 
+TEST_CASE("file mode: many nearly full shards plan what first-fit on exact layouts gives") {
+  // Hundreds of small groups (pairs of aliases under two method prefixes, so
+  // keys land in the middle of a shard's key order) fill tens of shards, each
+  // left with less room than a header alignment: the room index must find the
+  // same first shard as trying every shard on its exact layout.
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  auto next = [&](uint64_t bound) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return x % bound;
+  };
+  size_t shards_seen = 0;
+  for (uint64_t alignment : {uint64_t{16}, uint64_t{128}, uint64_t{1024}}) {
+    for (auto format : {ShardFormat::ptd, ShardFormat::safetensors}) {
+      std::vector<StoredTensor> tensors;
+      for (int i = 0; i < 200; ++i) {
+        const std::string name = std::string(1 + next(24), 'w') + std::to_string(i);
+        const uint64_t bytes = 1 + next(160);
+        const auto fill = static_cast<uint8_t>(i % 251);
+        for (const char* method : {"decode/", "prefill/"}) {
+          tensors.push_back(tensor(method + name, bytes, fill));
+          tensors.back().sha256[1] = static_cast<uint8_t>(i / 251);
+          tensors.back().data.opaque = i % 7 == 0;
+        }
+      }
+      std::sort(tensors.begin(), tensors.end(),
+                [](const auto& a, const auto& b) { return a.key < b.key; });
+      auto groups = group_tensors(
+          tensors, format == ShardFormat::ptd ? DedupRule::bytes : DedupRule::dtype_shape_bytes);
+      ShardingOptions options;
+      options.format = format;
+      options.alignment = alignment;
+      uint64_t largest = 0;
+      for (size_t g = 0; g < groups.size(); ++g) {
+        largest = std::max(largest, layout_shard(tensors, groups, {g}, options).file_size);
+      }
+      options.max_shard_bytes = largest + 1500;
+      auto plan = plan_shards(tensors, groups, options);
+      std::vector<std::vector<size_t>> got;
+      for (const auto& shard : plan) got.push_back(shard.groups);
+      INFO("alignment " << alignment << " format " << shard_format_name(format));
+      CHECK(got == first_fit_on_exact_layouts(tensors, groups, options));
+      shards_seen += plan.size();
+    }
+  }
+  CHECK(shards_seen > 150);
+}
+
 TEST_CASE("file mode: a rejection is remembered only for groups it decides") {
   // A shard refuses a group by its exact layout, then sees groups of the same
   // key length and rank: an opaque one (smaller header) or a smaller payload may

@@ -12,6 +12,7 @@
 #include "ptepack/formats/flat_tensor.h"
 #include "ptepack/formats/safetensors.h"
 #include "ptepack/packing/shard_layout.h"
+#include "room_index.h"
 
 namespace ptepack {
 namespace {
@@ -160,51 +161,6 @@ Fill anchored(const ShardSizer::Sizes& layout, const Geometry& geometry, size_t 
   fill.max_key = max_key;
   return fill;
 }
-
-// Max-tree over the shards' remaining room (an upper bound of it), so the
-// first shard that may take a group is found in O(log shards) rather than by
-// trying every shard. Rooms are stored plus one, so a sealed shard (0) never
-// matches, even for a group that needs no room.
-class RoomIndex {
- public:
-  static constexpr size_t npos = static_cast<size_t>(-1);
-
-  void push(uint64_t room) {
-    if (count_ == leaves_) {
-      std::vector<uint64_t> old(tree_.begin() + static_cast<std::ptrdiff_t>(leaves_),
-                                tree_.begin() + static_cast<std::ptrdiff_t>(leaves_ + count_));
-      leaves_ = leaves_ == 0 ? 1 : 2 * leaves_;
-      tree_.assign(2 * leaves_, 0);
-      for (size_t i = 0; i < old.size(); ++i) tree_[leaves_ + i] = old[i];
-      for (size_t n = leaves_ - 1; n >= 1; --n) tree_[n] = std::max(tree_[2 * n], tree_[2 * n + 1]);
-    }
-    set(count_++, room);
-  }
-
-  void set(size_t index, uint64_t room) {
-    size_t n = leaves_ + index;
-    tree_[n] = room;
-    for (n /= 2; n >= 1; n /= 2) tree_[n] = std::max(tree_[2 * n], tree_[2 * n + 1]);
-  }
-
-  // The first index >= from whose room is >= need, or npos.
-  [[nodiscard]] size_t first_at_least(size_t from, uint64_t need) const {
-    return count_ == 0 ? npos : find(1, 0, leaves_, from, need);
-  }
-
- private:
-  size_t find(size_t node, size_t lo, size_t hi, size_t from, uint64_t need) const {
-    if (hi <= from || lo >= count_ || tree_[node] < need) return npos;
-    if (hi - lo == 1) return lo;
-    size_t mid = lo + (hi - lo) / 2;
-    size_t left = find(2 * node, lo, mid, from, need);
-    return left != npos ? left : find(2 * node + 1, mid, hi, from, need);
-  }
-
-  size_t leaves_ = 0;
-  size_t count_ = 0;
-  std::vector<uint64_t> tree_;  // heap order from 1; leaves at [leaves_, 2 * leaves_)
-};
 
 }  // namespace
 
@@ -402,27 +358,31 @@ std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
                            : geometry.file_size(fills[s].header_hi, fills[s].data);
   };
 
-  // Room left in shard s (plus one; 0 when sealed), at most. In file mode it is
-  // the cap minus the shard's smallest header, unpadded, and minus where a next
-  // group's bytes would start: a group whose least growth exceeds it makes the
-  // shard's smallest size exceed the cap, so fits() would refuse it at once.
-  // Leaving those shards out changes no decision; it keeps nearly full shards
-  // from being tried by every later small group (quadratic at 1,000,000 tensors).
-  RoomIndex rooms;
-  auto room = [&](size_t s) -> uint64_t {
-    if (sealed[s]) return 0;
-    if (!options.max_shard_bytes) return std::numeric_limits<uint64_t>::max();
-    uint64_t used = file_cap ? add(fills[s].header_lo, geometry.next_start(fills[s].data))
-                             : shards[s].payload_bytes;
-    return used < *options.max_shard_bytes ? *options.max_shard_bytes - used + 1 : 1;
+  // Room in shard s for RoomIndex. File mode: the cap minus the shard's
+  // smallest header padded, minus where a next group's bytes would start.
+  // Payload mode: the cap minus the payload so far. No cap: unbounded.
+  detail::RoomIndex rooms(file_cap ? geometry.header_alignment : 1);
+  auto room = [&](size_t s) -> detail::RoomIndex::Room {
+    if (sealed[s]) return {};
+    if (!options.max_shard_bytes) return {std::numeric_limits<uint64_t>::max(), 0};
+    const uint64_t cap = *options.max_shard_bytes;
+    if (!file_cap) {
+      const uint64_t used = shards[s].payload_bytes;
+      return {used < cap ? cap - used + 1 : 1, 0};
+    }
+    const uint64_t header = aligned(fills[s].header_lo, geometry.header_alignment);
+    const uint64_t used = add(header, geometry.next_start(fills[s].data));
+    if (used > cap) return {};
+    return {cap - used + 1, header - fills[s].header_lo};
   };
 
   for (size_t g = 0; g < groups.size(); ++g) {
     auto cost = group_cost(tensors, groups[g], options);
-    const uint64_t need = add(file_cap ? cost.least_growth : cost.payload, 1);
+    const uint64_t header = file_cap ? cost.least_growth - cost.payload : 0;
     bool placed = false;
-    for (size_t s = rooms.first_at_least(0, need); s != RoomIndex::npos && !placed;
-         s = rooms.first_at_least(s + 1, need)) {
+    for (size_t s = rooms.first_fit(0, header, cost.payload);
+         s != detail::RoomIndex::npos && !placed;
+         s = rooms.first_fit(s + 1, header, cost.payload)) {
       Fill next;
       placed = fits(s, g, cost, next);
       if (placed) place(s, g, cost, std::move(next));
