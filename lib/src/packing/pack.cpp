@@ -12,6 +12,7 @@
 
 #include "pack_internal.h"
 #include "ptepack/base/error.h"
+#include "ptepack/base/memory_return.h"
 #include "ptepack/base/ordered_cursor.h"
 #include "ptepack/formats/artifact.h"
 #include "ptepack/hash/parallel_hash.h"
@@ -230,8 +231,12 @@ PackSummary pack_once(const PackOptions& options) {
   for (auto& [key, data] : merged.tensors) {
     prepared.tensors.push_back({key, std::move(data), {}, state.contains(key)});
   }
-  // Only the program's bytes are needed from here on.
-  prepared.program = write_program_buffer(std::move(merged.program), program_file_bytes);
+  // Only the program's bytes are needed from here on. Encoding frees the
+  // program as it fills fresh pages: freed pages go back at once.
+  {
+    PromptMemoryReturn prompt;
+    prepared.program = write_program_buffer(std::move(merged.program), program_file_bytes);
+  }
   detail::check_readable_size(fmt::format("{}: the merged program", options.output.string()),
                               prepared.program.size(), Limits::max_program_bytes);
 
