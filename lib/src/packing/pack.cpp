@@ -226,10 +226,13 @@ PackSummary pack_once(const PackOptions& options) {
   summary.dropped_bytes = merged.dropped_bytes;
 
   // Tensors and state keys are both ordered by key: one walk marks the state.
+  // Each entry moves out of the merged table, which is freed as it empties.
   prepared.tensors.reserve(merged.tensors.size());
   OrderedCursor state(merged.state);
-  for (auto& [key, data] : merged.tensors) {
-    prepared.tensors.push_back({key, std::move(data), {}, state.contains(key)});
+  while (!merged.tensors.empty()) {
+    auto entry = merged.tensors.extract(merged.tensors.begin());
+    const bool is_state = state.contains(entry.key());
+    prepared.tensors.push_back({std::move(entry.key()), std::move(entry.mapped()), {}, is_state});
   }
   // Only the program's bytes are needed from here on. Encoding frees the
   // program as it fills fresh pages: freed pages go back at once.

@@ -263,14 +263,16 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
                inputs.front().name, quote(*unbound));
   }
 
-  // Sorted first, so the ordered table is filled at its end instead of searched.
-  std::vector<const std::pair<const std::string, Binding>*> by_key;
+  // Sorted first, so the ordered table is filled at its end instead of searched;
+  // each binding's key moves into the table and its node is freed.
+  std::vector<decltype(bound)::node_type> by_key;
   by_key.reserve(bound.size());
-  for (const auto& entry : bound) by_key.push_back(&entry);
+  while (!bound.empty()) by_key.push_back(bound.extract(bound.begin()));
   std::sort(by_key.begin(), by_key.end(),
-            [](const auto* a, const auto* b) { return a->first < b->first; });
-  for (const auto* entry : by_key) {
-    out.tensors.emplace_hint(out.tensors.end(), entry->first, *entry->second.data);
+            [](const auto& a, const auto& b) { return a.key() < b.key(); });
+  for (auto& entry : by_key) {
+    out.tensors.emplace_hint(out.tensors.end(), std::move(entry.key()), *entry.mapped().data);
+    entry = {};
   }
   for (auto& input : inputs) {
     for (auto& method : input.program->methods) out.program->methods.push_back(std::move(method));
