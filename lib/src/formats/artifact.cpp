@@ -32,11 +32,13 @@ std::string head_of(const fs::path& path) {
   return {bytes.begin(), bytes.end()};
 }
 
+// Moves every entry of `from` into `into` (nodes relinked, keys not copied).
+// A key both hold stays behind in `from`: the smallest is reported.
 void merge_table(TensorTable& into, TensorTable&& from, const std::string& source) {
-  for (auto& [key, tensor] : from) {
-    if (into.count(key))
-      fail_input("{}: key {} is also provided by another data file", source, quote(key));
-    into.emplace(key, std::move(tensor));
+  into.merge(from);
+  if (!from.empty()) {
+    fail_input("{}: key {} is also provided by another data file", source,
+               quote(from.begin()->first));
   }
 }
 
