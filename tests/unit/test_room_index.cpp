@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "packing/room_index.h"
+#include "test_support.h"
 
 using ptepack::detail::RoomIndex;
 
@@ -25,11 +26,7 @@ size_t first_by_scan(const std::vector<RoomIndex::Room>& rooms, uint64_t alignme
 }  // namespace
 
 TEST_CASE("room index: the first fitting shard is the one a scan finds") {
-  uint64_t x = 0xD1B54A32D192ED03ull;
-  auto next = [&](uint64_t bound) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    return x % bound;
-  };
+  ptepack::test::Xorshift next(0xD1B54A32D192ED03ull);
   size_t found = 0;
   size_t queries = 0;
   for (uint64_t alignment : {uint64_t{1}, uint64_t{8}, uint64_t{16}, uint64_t{128}}) {

@@ -8,6 +8,7 @@
 #include "ptepack/packing/pack.h"
 #include "ptepack/packing/shard_layout.h"
 #include "ptepack/packing/shard_plan.h"
+#include "test_support.h"
 
 using namespace ptepack;
 
@@ -161,11 +162,7 @@ TEST_CASE("file mode plans exactly what first-fit on exact layouts gives") {
   // Random models (sizes, key lengths, ranks, dedup aliases) against the rule
   // computed with an exact layout per decision: same shards, exact sizes
   // within the cap, for both formats and several alignments.
-  uint64_t x = 0x2545F4914F6CDD1Dull;
-  auto next = [&](uint64_t bound) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    return x % bound;
-  };
+  ptepack::test::Xorshift next(0x2545F4914F6CDD1Dull);
   size_t plans = 0;
   for (int round = 0; round < 60; ++round) {
     std::vector<StoredTensor> tensors;
@@ -226,11 +223,7 @@ TEST_CASE("file mode: many nearly full shards plan what first-fit on exact layou
   // keys land in the middle of a shard's key order) fill tens of shards, each
   // left with less room than a header alignment: the room index must find the
   // same first shard as trying every shard on its exact layout.
-  uint64_t x = 0x9E3779B97F4A7C15ull;
-  auto next = [&](uint64_t bound) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    return x % bound;
-  };
+  ptepack::test::Xorshift next(0x9E3779B97F4A7C15ull);
   size_t shards_seen = 0;
   for (uint64_t alignment : {uint64_t{16}, uint64_t{128}, uint64_t{1024}}) {
     for (auto format : {ShardFormat::ptd, ShardFormat::safetensors}) {

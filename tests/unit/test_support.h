@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -70,6 +71,21 @@ class ScratchDir : public OwnedDir {
     return root /
            ("ptepack-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   }
+};
+
+// A small deterministic generator (xorshift64) for random models: the same
+// seed gives the same model on every platform, unlike std::uniform_*.
+class Xorshift {
+ public:
+  explicit Xorshift(uint64_t seed) : x_(seed) {}
+  // A value in [0, bound).
+  uint64_t operator()(uint64_t bound) {
+    x_ ^= x_ << 13, x_ ^= x_ >> 7, x_ ^= x_ << 17;
+    return x_ % bound;
+  }
+
+ private:
+  uint64_t x_;
 };
 
 }  // namespace ptepack::test
