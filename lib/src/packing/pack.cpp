@@ -225,19 +225,20 @@ PackSummary pack_once(const PackOptions& options) {
   summary.dropped_keys = merged.dropped_keys;
   summary.dropped_bytes = merged.dropped_bytes;
 
-  // Tensors and state keys are both ordered by key: one walk marks the state.
-  // Each entry moves out of the merged table, which is freed as it empties.
-  prepared.tensors.reserve(merged.tensors.size());
-  OrderedCursor state(merged.state);
-  while (!merged.tensors.empty()) {
-    auto entry = merged.tensors.extract(merged.tensors.begin());
-    const bool is_state = state.contains(entry.key());
-    prepared.tensors.push_back({std::move(entry.key()), std::move(entry.mapped()), {}, is_state});
-  }
-  // Only the program's bytes are needed from here on. Encoding frees the
-  // program as it fills fresh pages: freed pages go back at once.
   {
+    // From here to the encoded program, far more is freed than allocated: the
+    // merged table as its entries move into one list, then the program as it
+    // is encoded into fresh pages. Freed pages go back at once.
     PromptMemoryReturn prompt;
+    // Tensors and state keys are both ordered by key: one walk marks the state.
+    prepared.tensors.reserve(merged.tensors.size());
+    OrderedCursor state(merged.state);
+    while (!merged.tensors.empty()) {
+      auto entry = merged.tensors.extract(merged.tensors.begin());
+      const bool is_state = state.contains(entry.key());
+      prepared.tensors.push_back({std::move(entry.key()), std::move(entry.mapped()), {}, is_state});
+    }
+    // Only the program's bytes are needed from here on.
     prepared.program = write_program_buffer(std::move(merged.program), program_file_bytes);
   }
   detail::check_readable_size(fmt::format("{}: the merged program", options.output.string()),
