@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
   (void)mi_version();
   // mimalloc returns freed pages after a delay, so that they can be reused;
   // where pack frees a program while it writes its encoding to fresh pages,
-  // the delay is dropped: 60 MiB less peak memory for a 100,000-tensor pack,
+  // the delay is dropped: 80 MiB less peak memory for a 100,000-tensor pack,
   // at no measurable cost (docs/performance.md). Elsewhere the delay stays:
   // without it, allocation-heavy steps cost up to 30% more time.
   static long decommit_delay = mi_option_get(mi_option_decommit_delay);
