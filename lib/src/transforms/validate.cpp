@@ -3,19 +3,20 @@
 
 #include <map>
 #include <string_view>
-#include <unordered_set>
 
 #include <fmt/ranges.h>
 
+#include "base/view_set.h"
 #include "ptepack/base/error.h"
 
 namespace ptepack {
 namespace {
 
 // Names of one graph scope. Views into the method being checked (and the
-// binding list built for it), which outlive every checker; hashed, because a
-// method can hold hundreds of thousands of names with long common prefixes.
-using NameSet = std::unordered_set<std::string_view>;
+// binding list built for it), which outlive every checker; a flat hashed set,
+// because a method can hold hundreds of thousands of names with long common
+// prefixes.
+using NameSet = detail::ViewSet;
 
 class ScopeChecker {
  public:
@@ -28,16 +29,16 @@ class ScopeChecker {
     graph_ = &graph;
     bound_.reserve(bound.size());
     for (auto name : bound) {
-      if (!bound_.insert(name).second)
+      if (!bound_.insert(name))
         report("duplicate SSA name {} among inputs and bindings", std::string(name));
     }
     NameSet defined;
     defined.reserve(bound_.size() + graph.nodes.size());
-    defined.insert(bound_.begin(), bound_.end());
+    bound_.for_each([&defined](std::string_view name) { defined.insert(name); });
     NameSet node_names;
     node_names.reserve(graph.nodes.size());
     for (const auto& node : graph.nodes) {
-      if (!node_names.insert(node->name).second) report("duplicate node name {}", node->name);
+      if (!node_names.insert(node->name)) report("duplicate node name {}", node->name);
       if (node->op_kind == nb::OpKind::PLACEHOLDER) {
         check_placeholder(*node);
         continue;
@@ -50,21 +51,21 @@ class ScopeChecker {
       }
     }
     for (const auto& name : graph.outputs) {
-      if (!defined.count(name)) report("graph output {} is not defined", name);
+      if (!defined.contains(name)) report("graph output {} is not defined", name);
     }
     NameSet described;
     described.reserve(graph.tensor_values.size());
     for (const auto& tv : graph.tensor_values) {
-      if (!described.insert(tv->name).second) report("duplicate tensor_values entry {}", tv->name);
-      if (!defined.count(tv->name)) report("tensor_values entry {} names no value", tv->name);
+      if (!described.insert(tv->name)) report("duplicate tensor_values entry {}", tv->name);
+      if (!defined.contains(tv->name)) report("tensor_values entry {} names no value", tv->name);
     }
     defined_ = std::move(defined);
     described_ = std::move(described);
   }
 
-  [[nodiscard]] bool is_defined(const std::string& name) const { return defined_.count(name) > 0; }
+  [[nodiscard]] bool is_defined(const std::string& name) const { return defined_.contains(name); }
   [[nodiscard]] bool is_described(const std::string& name) const {
-    return described_.count(name) > 0;
+    return described_.contains(name);
   }
 
   template <typename... Args>
@@ -84,31 +85,31 @@ class ScopeChecker {
       if (node->op_kind == nb::OpKind::PLACEHOLDER) continue;
       for (const auto& out : node->outputs) {
         all_definitions_.insert(out->name);
-        all_definitions_.insert(out->names.begin(), out->names.end());
+        for (const auto& name : out->names) all_definitions_.insert(name);
       }
     }
   }
 
   void check_placeholder(const nb::NodeT& node) {
-    if (!bound_.count(node.name)) {
+    if (!bound_.contains(node.name)) {
       report("placeholder {} is not bound by a graph input or binding", node.name);
     }
     for (const auto& out : node.outputs) {
-      if (out->name != node.name && !bound_.count(out->name)) {
+      if (out->name != node.name && !bound_.contains(out->name)) {
         report("placeholder output {} is not bound by a graph input or binding", out->name);
       }
     }
   }
 
   void define(const std::string& name, NameSet& defined) {
-    if (!defined.insert(name).second) report("duplicate SSA name {}", name);
+    if (!defined.insert(name)) report("duplicate SSA name {}", name);
   }
 
   void use(const nb::NodeT& node, const std::string& name, const NameSet& defined,
            std::string_view what) {
-    if (defined.count(name)) return;
+    if (defined.contains(name)) return;
     collect_definitions();
-    if (all_definitions_.count(name)) {
+    if (all_definitions_.contains(name)) {
       report("node {} uses {} ({}) before it is defined (forward reference)", node.name,
              quote(name), what);
     } else {
