@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string_view>
 #include <vector>
 
@@ -14,8 +15,8 @@ namespace ptepack::detail {
 // size, at most half full), each holding the view and 32 bits of its hash. A
 // node-based set pays a cache miss per node on a large set; here a lookup
 // touches one or two neighbouring slots. The strings viewed must outlive the
-// set, and each is shorter than 4 GiB (names inside a program, which is at
-// most 1 GiB). No erase: the validator only adds and asks.
+// set; each is shorter than 4 GiB (a program's names: a program is at most
+// 1 GiB). No erase: the validator only adds and asks.
 class ViewSet {
  public:
   // Room for `count` names without growing.
@@ -25,8 +26,10 @@ class ViewSet {
     if (want > slots_.size()) rehash(want);
   }
 
-  // Adds `name`; true when it was not there yet.
+  // Adds `name`; true when it was not there yet. Throws std::length_error for
+  // a name of 4 GiB or more.
   bool insert(std::string_view name) {
+    if (name.size() > UINT32_MAX) throw std::length_error("ViewSet: name of 4 GiB or more");
     if (2 * (size_ + 1) > slots_.size()) rehash(slots_.empty() ? 16 : 2 * slots_.size());
     const uint64_t h = hash_of(name);
     Slot& slot = slots_[find(name, h)];
