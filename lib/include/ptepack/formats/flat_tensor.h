@@ -52,8 +52,9 @@ Layout plan_file(const std::vector<Entry>& entries, const std::vector<uint64_t>&
                  uint64_t alignment = default_alignment);
 
 // plan_file's header_size and file_size (same checks, same errors) without the
-// header bytes, reusing its buffers between calls: for sizing many candidate
-// files, as the shard planner's exact checks do.
+// header bytes, reusing its buffers between calls: for sizing many files, as
+// the shard planner sizes each new shard's first group (its candidates are
+// sized by HeaderSizeModel below).
 class FileSizer {
  public:
   struct Sizes {

@@ -32,7 +32,9 @@ struct ShardLayout {
                                        const ShardingOptions& options);
 
 // layout_shard's header_size and file_size, without its bytes: the planner sizes
-// many candidate shards, and a .ptd one is sized with buffers kept between calls.
+// every new shard's first group and every safetensors candidate with it (.ptd
+// candidates: ptd::HeaderSizeModel); a .ptd one is sized with buffers kept
+// between calls.
 class ShardSizer {
  public:
   struct Sizes {
