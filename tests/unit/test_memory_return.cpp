@@ -1,4 +1,5 @@
-// The memory-return hooks a host installs: pack brackets its program encoding with them.
+// The memory-return hooks a host installs: pack brackets its method validation and its
+// program encoding with them.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -13,7 +14,7 @@ std::vector<std::string> calls;
 
 }  // namespace
 
-TEST_CASE("memory return: pack calls begin then end once, around encoding the program") {
+TEST_CASE("memory return: pack calls begin then end around validation and around encoding") {
   ptepack::set_memory_return_hooks(
       {[] { calls.emplace_back("begin"); }, [] { calls.emplace_back("end"); }});
   ptepack::test::TempDir dir;
@@ -25,7 +26,7 @@ TEST_CASE("memory return: pack calls begin then end once, around encoding the pr
     options.output = dir / output;
     options.jobs = 1;
     (void)ptepack::pack(options);
-    CHECK(calls == std::vector<std::string>{"begin", "end"});
+    CHECK(calls == std::vector<std::string>{"begin", "end", "begin", "end"});
   }
   calls.clear();
   {

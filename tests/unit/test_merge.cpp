@@ -142,6 +142,39 @@ TEST_CASE("rejections name the method and keys") {
     require_error(std::move(inputs), ErrorCode::conflict,
                   {"'prefill'", "'tok_embeddings.weight'", "'prefill/tok_embeddings.weight'"});
   }
+  SECTION("two keys with one final name: both written as given, first seen first") {
+    // The prefixed key first, then the one the rename prefixes; and the state
+    // form: each message quotes the keys as the input wrote them.
+    for (bool prefixed_first : {false, true}) {
+      auto inputs = both();
+      auto copy =
+          std::make_unique<nb::NamedTensorRefT>(constant(inputs[0], "p_tok_embeddings_weight"));
+      copy->name = "p_dup";
+      copy->data_key = "prefill/tok_embeddings.weight";
+      auto& constants = method(inputs[0]).constants;
+      if (prefixed_first) {
+        constants.insert(constants.begin(), std::move(copy));
+      } else {
+        constants.push_back(std::move(copy));
+      }
+      inputs[0].data.emplace("prefill/tok_embeddings.weight",
+                             inputs[0].data.at("tok_embeddings.weight"));
+      std::string first =
+          prefixed_first ? "'prefill/tok_embeddings.weight'" : "'tok_embeddings.weight'";
+      std::string second =
+          prefixed_first ? "'tok_embeddings.weight'" : "'prefill/tok_embeddings.weight'";
+      require_error(std::move(inputs), ErrorCode::conflict,
+                    {"method 'prefill': keys " + first + " and " + second +
+                     " both become 'prefill/tok_embeddings.weight'"});
+    }
+    auto inputs = both();
+    auto copy = std::make_unique<nb::NamedTensorRefT>(constant(inputs[1], "b_pos"));
+    copy->name = "b_pos_again";
+    copy->data_key = "state/pos";
+    method(inputs[1]).constants.push_back(std::move(copy));
+    require_error(std::move(inputs), ErrorCode::conflict,
+                  {"method 'decode': keys 'pos' and 'state/pos' both become 'state/pos'"});
+  }
   SECTION("state with different initial data") {
     auto inputs = both();
     auto& pos = inputs[1].data.at("pos");

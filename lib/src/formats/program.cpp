@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <mutex>
 
 #include "builder_memory.h"
 #include "program_json.h"
@@ -259,7 +260,16 @@ ProgramPtr read_program_binary(std::span<const uint8_t> bytes, const std::string
       fail_input("{}: program has a misaligned [long] or [double] list (corrupt)", context);
     }
   }
-  ProgramPtr program(root->UnPack());
+  ProgramPtr program;
+  {
+    // One program is unpacked at a time in a process. An unpack holds the
+    // flatbuffer and the growing object tree, the reader's largest moment;
+    // two at once (pack reads its inputs on -j threads) made that pack's
+    // peak memory. Parsing JSON text, the longer step, still runs in parallel.
+    static std::mutex one_unpack;
+    std::lock_guard lock(one_unpack);
+    program.reset(root->UnPack());
+  }
   EnumChecker(context).check(*program);
   return program;
 }

@@ -4,12 +4,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "ptepack/base/error.h"
+#include "ptepack/base/memory_return.h"
 #include "ptepack/hash/parallel_hash.h"
 #include "ptepack/io/progress.h"
 #include "ptepack/model/program_walk.h"
@@ -48,10 +50,23 @@ bool same_bytes(const ByteRange& a, const ByteRange& b) {
   return true;
 }
 
+// How a final key was written in an input: as it is, or without the prefix
+// (method or state) its rename added, which ends at its first '/' (method
+// names hold none).
+struct Origin {
+  bool renamed = false;
+  size_t listed_for = SIZE_MAX;  // the last method whose renames list it
+
+  [[nodiscard]] std::string_view source(std::string_view final_key) const {
+    return renamed ? final_key.substr(final_key.find('/') + 1) : final_key;
+  }
+};
+
 // Where a final key's data came from, to detect disagreeing state data.
 struct Binding {
   const TensorData* data;     // in its input's table
   size_t input;               // position on the command line (two inputs may share a path)
+  size_t entry;               // the data's number in its input's table (key order)
   const std::string* method;  // in the merged program
 };
 
@@ -109,9 +124,14 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
   // Each method's structure is checked alone (read-only); the problems are
   // reported in method order whatever the threads.
   std::vector<std::vector<std::string>> structure(to_validate.size());
-  parallel_for(to_validate.size(), std::max(1u, jobs), [&](size_t i) {
-    structure[i] = validate_method_structure(*to_validate[i].first, *to_validate[i].second);
-  });
+  {
+    // The checkers' name sets, freed on their threads, are not reused by the
+    // steps below: their pages go back at once.
+    PromptMemoryReturn prompt;
+    parallel_for(to_validate.size(), std::max(1u, jobs), [&](size_t i) {
+      structure[i] = validate_method_structure(*to_validate[i].first, *to_validate[i].second);
+    });
+  }
   std::vector<std::string> problems;
   for (const auto& list : structure) problems.insert(problems.end(), list.begin(), list.end());
   if (!problems.empty()) throw Error(ErrorCode::invalid_input, join_lines(problems));
@@ -144,22 +164,25 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
 
   // Rules 2-4: rename every reference; detect collisions within an input.
   // Hashed: a program can hold hundreds of thousands of keys with long common prefixes.
-  std::unordered_map<std::string, Binding> bound;  // final key -> data source
+  // Final key -> data source, keyed by views of the program's final keys.
+  std::unordered_map<std::string_view, Binding> bound;
   // State keys read as tensors; an immutable key read as one fails at once
   // when its input has no data for it.
   std::vector<std::string> needs_data;
   // State keys a constant or MutableBufferSpec declares.
   std::unordered_set<std::string> declared_state;
   std::vector<std::pair<std::string, std::string>> mutation_targets;  // (input: method, final key)
+  std::vector<std::vector<uint32_t>> bindings_per_entry(inputs.size());
+  std::deque<KeyRename> renames;  // no spare capacity while it grows
   for (size_t input_index = 0; input_index < inputs.size(); ++input_index) {
     auto& input = inputs[input_index];
     const TensorLookup data_of(input.data);
-    struct Origin {
-      std::string source;            // the key as written
-      size_t listed_for = SIZE_MAX;  // the last method whose renames list it
-    };
-    std::unordered_map<std::string, Origin> origin;  // final key -> source key
-    std::vector<bool> used(data_of.size());          // per entry of input.data
+    // Final key -> how it was written. Keyed by views of the program's own
+    // strings, which hold the final keys once renamed.
+    std::unordered_map<std::string_view, Origin> origin;
+    std::vector<bool> used(data_of.size());            // per entry of input.data
+    auto& bindings = bindings_per_entry[input_index];  // final keys bound to each entry
+    bindings.assign(data_of.size(), 0);
     for (size_t method_index = 0; method_index < input.program->methods.size(); ++method_index) {
       auto& method = input.program->methods[method_index];
       const std::string& method_name = method->name;
@@ -194,10 +217,12 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
       for_each_data_key(*method, [&](std::string& key, KeyRole role) {
         bool mut = is_mutable(key);
         std::string final_name = final_key(method_name, key, mut);
-        auto [o, fresh] = origin.try_emplace(final_name, Origin{key});
-        if (!fresh && o->second.source != key) {
+        const bool renamed = final_name != key;
+        auto o = origin.find(final_name);
+        if (o != origin.end() && o->second.source(o->first) != key) {
           fail(ErrorCode::conflict, "{}: method {}: keys {} and {} both become {}", input.name,
-               quote(method_name), quote(o->second.source), quote(key), quote(final_name));
+               quote(method_name), quote(std::string(o->second.source(o->first))), quote(key),
+               quote(final_name));
         }
         bool tensor_role =
             role == KeyRole::constant || role == KeyRole::scale || role == KeyRole::zero_point;
@@ -209,10 +234,25 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
               fmt::format("{}: method {}", input.name, quote(method_name)), final_name);
         }
         size_t entry = data_of.find(key);
+        if (entry == TensorLookup::npos && tensor_role && !mut) {
+          fail_input("{}: method {}: {} key {} has no data", input.name, quote(method_name),
+                     key_role_name(role), quote(key));
+        }
+        if (renamed) {
+          // Within a method a final key has one source (or the merge failed above).
+          if (o == origin.end() || o->second.listed_for != method_index) {
+            renames.push_back({method_name, key, final_name});
+          }
+          key = std::move(final_name);
+        }
+        // From here `key` is the final key.
+        if (o == origin.end()) o = origin.emplace(key, Origin{renamed}).first;
+        if (renamed) o->second.listed_for = method_index;
         if (entry != TensorLookup::npos) {
-          used[entry] = true;
           const TensorData& data = data_of.entry(entry).second;
-          auto [b, first] = bound.emplace(final_name, Binding{&data, input_index, &method_name});
+          auto [b, first] = bound.emplace(key, Binding{&data, input_index, entry, &method_name});
+          used[entry] = true;
+          if (first) ++bindings[entry];
           if (!first && b->second.input != input_index) {
             const auto& prev = b->second;
             bool same = prev.data->dtype == data.dtype && prev.data->shape == data.shape &&
@@ -221,21 +261,10 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
               fail(ErrorCode::conflict,
                    "{}: state key {}: initial data differs between {} (method {}) and {} (method "
                    "{})",
-                   input.name, quote(final_name), prev.data->bytes.file->name(),
-                   quote(*prev.method), data.bytes.file->name(), quote(method_name));
+                   input.name, quote(key), prev.data->bytes.file->name(), quote(*prev.method),
+                   data.bytes.file->name(), quote(method_name));
             }
           }
-        } else if (tensor_role && !mut) {
-          fail_input("{}: method {}: {} key {} has no data", input.name, quote(method_name),
-                     key_role_name(role), quote(key));
-        }
-        if (final_name != key) {
-          // Within a method a final key has one source (or the merge failed above).
-          if (o->second.listed_for != method_index) {
-            o->second.listed_for = method_index;
-            out.renames.push_back({method_name, key, final_name});
-          }
-          key = std::move(final_name);
         }
       });
     }
@@ -264,15 +293,35 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
   }
 
   // Sorted first, so the ordered table is filled at its end instead of searched;
-  // each binding's key moves into the table and its node is freed.
+  // each binding's key moves into the table and its node is freed. An input's
+  // entry bound once (or bound for the last time) moves into the table whole,
+  // node and all, so the input's table empties as the merged one fills.
   std::vector<decltype(bound)::node_type> by_key;
   by_key.reserve(bound.size());
   while (!bound.empty()) by_key.push_back(bound.extract(bound.begin()));
   std::sort(by_key.begin(), by_key.end(),
             [](const auto& a, const auto& b) { return a.key() < b.key(); });
-  for (auto& entry : by_key) {
-    out.tensors.emplace_hint(out.tensors.end(), std::move(entry.key()), *entry.mapped().data);
-    entry = {};
+  std::vector<std::vector<TensorTable::iterator>> entry_at(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    entry_at[i].reserve(inputs[i].data.size());
+    for (auto it = inputs[i].data.begin(); it != inputs[i].data.end(); ++it)
+      entry_at[i].push_back(it);
+  }
+  for (auto& binding : by_key) {
+    const Binding& b = binding.mapped();
+    if (--bindings_per_entry[b.input][b.entry] > 0) {
+      out.tensors.emplace_hint(out.tensors.end(), std::string(binding.key()), *b.data);
+    } else {
+      auto node = inputs[b.input].data.extract(entry_at[b.input][b.entry]);
+      node.key().assign(binding.key());
+      out.tensors.insert(out.tensors.end(), std::move(node));
+    }
+    binding = {};
+  }
+  out.renames.reserve(renames.size());
+  while (!renames.empty()) {
+    out.renames.push_back(std::move(renames.front()));
+    renames.pop_front();
   }
   for (auto& input : inputs) {
     for (auto& method : input.program->methods) out.program->methods.push_back(std::move(method));
