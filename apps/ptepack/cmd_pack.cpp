@@ -99,6 +99,7 @@ Action add_pack(CLI::App& app) {
     o.sharding.format =
         args->shard_format == "safetensors" ? ShardFormat::safetensors : ShardFormat::ptd;
     o.progress = args->quiet ? ProgressMode::never : progress_mode(*progress);
+    o.list_renames = args->json || (args->verbose && !args->quiet);
     auto summary = pack(o);
     if (args->json) {
       print(render_pack_json(summary));

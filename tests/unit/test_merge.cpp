@@ -120,12 +120,23 @@ TEST_CASE("merging the fixtures applies every naming rule") {
   }
 }
 
+TEST_CASE("renames: listed by default, only counted without list_renames") {
+  auto listed = merge_programs(both());
+  REQUIRE(!listed.renames.empty());
+  CHECK(listed.renamed_keys == listed.renames.size());
+  auto counted = merge_programs(both(), 1, false);
+  CHECK(counted.renames.empty());
+  CHECK(counted.renamed_keys == listed.renamed_keys);
+  CHECK(counted.tensors.size() == listed.tensors.size());
+}
+
 TEST_CASE("merging an already merged program renames nothing") {
   auto merged = merge_programs(both());
   std::vector<MergeInput> again;
   again.push_back(MergeInput{"packed", std::move(merged.program), merged.tensors, std::nullopt});
   auto twice = merge_programs(std::move(again));
   CHECK(twice.renames.empty());
+  CHECK(twice.renamed_keys == 0);
   CHECK(twice.tensors.size() == 11);
 }
 

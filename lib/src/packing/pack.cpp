@@ -214,13 +214,15 @@ PackSummary pack_once(const PackOptions& options) {
     }
   }
   detail::PreparedPack prepared;
-  prepared.merged = merge_programs(std::move(merge_inputs), effective_jobs(options.jobs));
+  prepared.merged =
+      merge_programs(std::move(merge_inputs), effective_jobs(options.jobs), options.list_renames);
   auto& merged = prepared.merged;
   summary.output = options.output.string();
   summary.package = is_package_path(options.output);
   summary.dry_run = options.dry_run;
   summary.sharding = options.sharding;
   summary.renames = std::move(merged.renames);
+  summary.renamed_keys = merged.renamed_keys;
   summary.state.assign(merged.state.begin(), merged.state.end());
   summary.dropped_keys = merged.dropped_keys;
   summary.dropped_bytes = merged.dropped_bytes;

@@ -187,7 +187,9 @@ PackSummary pack_programs(const PackOptions& options) {
 
   auto set = externalize(in.sources, digests);
   for (const auto& p : set.programs) {
-    for (const auto& r : p.renames) summary.renames.push_back(r);
+    summary.renamed_keys += p.renames.size();
+    if (options.list_renames)
+      summary.renames.insert(summary.renames.end(), p.renames.begin(), p.renames.end());
   }
   const auto& tensors = set.tensors;
   auto groups = group_tensors(tensors, DedupRule::bytes);

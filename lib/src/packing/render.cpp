@@ -39,8 +39,8 @@ std::string render_pack_text(const PackSummary& s, bool verbose) {
                                            : fmt::format("needs {}", fmt::join(p.shards, " "));
     line(fmt::format("  {:<28} {:>12} bytes  {}", p.file, p.size, needs));
   }
-  line(fmt::format("renamed keys: {}{}", s.renames.size(),
-                   !verbose && !s.renames.empty() ? " (-v lists them)" : ""));
+  line(fmt::format("renamed keys: {}{}", s.renamed_keys,
+                   !verbose && s.renamed_keys > 0 ? " (-v lists them)" : ""));
   if (verbose) {
     for (const auto& r : s.renames) line(fmt::format("  {}: {} -> {}", r.method, r.from, r.to));
   }

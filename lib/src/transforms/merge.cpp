@@ -85,7 +85,7 @@ std::string final_key(const std::string& method, const std::string& key, bool is
   return method + "/" + key;
 }
 
-MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
+MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs, bool list_renames) {
   MergedProgram out;
   out.program = std::make_unique<nb::ProgramT>();
   out.program->version = "1";
@@ -241,7 +241,8 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs) {
         if (renamed) {
           // Within a method a final key has one source (or the merge failed above).
           if (o == origin.end() || o->second.listed_for != method_index) {
-            renames.push_back({method_name, key, final_name});
+            ++out.renamed_keys;
+            if (list_renames) renames.push_back({method_name, key, final_name});
           }
           key = std::move(final_name);
         }

@@ -34,7 +34,10 @@ struct PackOptions {
   ShardingOptions sharding;
   std::string shard_prefix = "weights";
   bool dry_run = false;
-  bool force = false;     // replace an existing directory that is not a ptepack output
+  bool force = false;  // replace an existing directory that is not a ptepack output
+  // Keep every renamed key in the summary; false counts them only (a
+  // 1,000,000-tensor pack renames about 750,000 keys: 140 MB of strings).
+  bool list_renames = true;
   ProgressMode progress = ProgressMode::never;  // --progress
 };
 
@@ -61,7 +64,8 @@ struct PackSummary {
   bool dry_run = false;
   ShardingOptions sharding;
   std::vector<std::pair<std::string, std::string>> methods;  // method, input
-  std::vector<KeyRename> renames;
+  std::vector<KeyRename> renames;  // empty unless PackOptions::list_renames
+  uint64_t renamed_keys = 0;       // listed or not
   std::vector<std::string> state;
   std::map<std::string, std::string> aliases;  // alias -> owner
   uint64_t tensors = 0;                        // keys with data

@@ -31,6 +31,7 @@ struct MergedProgram {
   TensorTable tensors;             // final key -> data, for every referenced key with data
   std::set<std::string> state;     // every state key, with or without data
   std::vector<KeyRename> renames;  // keys that changed, per method, first-reference order
+  uint64_t renamed_keys = 0;       // as many as renames would list
   uint64_t dropped_keys = 0;       // input data no final key references
   uint64_t dropped_bytes = 0;
 };
@@ -45,6 +46,8 @@ struct MergedProgram {
 // invalid_input) naming the method(s) and key(s) at the first rule broken
 // (structural problems are all reported, one per line).
 // Methods are validated on `jobs` threads (the result does not depend on it).
-[[nodiscard]] MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs = 1);
+// Without list_renames, renames stays empty and renamed_keys counts them.
+[[nodiscard]] MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs = 1,
+                                           bool list_renames = true);
 
 }  // namespace ptepack
