@@ -136,10 +136,12 @@ int main(int argc, char** argv) {
   // against glibc's tuned below (docs/performance.md). The call keeps the link.
   (void)mi_version();
   // mimalloc returns freed pages after a delay, so that they can be reused;
-  // where pack frees a program while it writes its encoding to fresh pages,
-  // the delay is dropped: 80 MiB less peak memory for a 100,000-tensor pack,
-  // at no measurable cost (docs/performance.md). Elsewhere the delay stays:
-  // without it, allocation-heavy steps cost up to 30% more time.
+  // where pack frees far more than it allocates (the validator's name sets on
+  // worker threads; a program while it writes its encoding to fresh pages),
+  // the delay is dropped, and what is still held is collected at the end:
+  // 80 MiB less peak memory for a 100,000-tensor pack, at no measurable cost
+  // (docs/performance.md). Elsewhere the delay stays: without it,
+  // allocation-heavy steps cost up to 30% more time.
   static long decommit_delay = mi_option_get(mi_option_decommit_delay);
   ptepack::set_memory_return_hooks(
       {[] { mi_option_set(mi_option_decommit_delay, 0); },
