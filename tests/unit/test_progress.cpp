@@ -33,6 +33,9 @@ TEST_CASE("until the plan is known, writes count as large as the bytes to hash")
   p.add_written(10ULL << 20);
   CHECK(p.line(2.0, 200) ==
         "ptepack: 91%  hashed 100/100 MiB, written 10/20 MiB, 55 MiB/s, ETA 0s");
+  // A package written again from the start counts its writes from zero.
+  p.restart_writes();
+  CHECK(p.line(2.0, 200) == "ptepack: 83%  hashed 100/100 MiB, written 0/20 MiB, 50 MiB/s, ETA 0s");
 }
 
 TEST_CASE("the ETA shown never increases") {

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <chrono>
 #include <exception>
+#include <optional>
 #include <set>
 #include <string_view>
 
@@ -256,23 +257,44 @@ PackSummary pack_once(const PackOptions& options) {
   progress.set_hash_total(total);
   if (!options.dry_run) progress.expect_writes();
   progress.start(options.progress);
-  auto digests = hash_ranges(ranges, options.jobs, &progress);
-  for (size_t i = 0; i < digests.size(); ++i) {
-    auto& t = prepared.tensors[i];
-    t.sha256 = digests[i];
-    if (t.data.expected_sha256 && *t.data.expected_sha256 != to_hex(t.sha256)) {
-      fail_input("{}: tensor {}: bytes do not match the manifest's SHA-256 (corrupt input)",
-                 t.data.bytes.file->name(), quote(t.key));
+  auto hash = [&] {
+    auto digests = hash_ranges(ranges, options.jobs, &progress);
+    for (size_t i = 0; i < digests.size(); ++i) {
+      auto& t = prepared.tensors[i];
+      t.sha256 = digests[i];
+      if (t.data.expected_sha256 && *t.data.expected_sha256 != to_hex(t.sha256)) {
+        fail_input("{}: tensor {}: bytes do not match the manifest's SHA-256 (corrupt input)",
+                   t.data.bytes.file->name(), quote(t.key));
+      }
     }
-  }
+  };
+  auto make_output = [&] {
+    return std::make_unique<AtomicOutput>(
+        options.output, summary.package ? AtomicOutput::Kind::file : AtomicOutput::Kind::directory);
+  };
 
   std::unique_ptr<AtomicOutput> output;
-  if (!options.dry_run) {
-    output = std::make_unique<AtomicOutput>(
-        options.output, summary.package ? AtomicOutput::Kind::file : AtomicOutput::Kind::directory);
+  std::optional<detail::PackageSpeculation> speculation;
+  if (summary.package && !options.dry_run &&
+      detail::worth_writing_while_hashing(prepared.tensors, options.write_while_hashing_from)) {
+    // A large package is written while it is hashed, on the dedup groups
+    // predicted from samples; the digests then confirm them or it is written
+    // again (the bytes are the same either way).
+    output = make_output();
+    speculation = detail::write_package_while_hashing(prepared, *output, &progress, summary, hash);
+  } else {
+    hash();
+    if (!options.dry_run) output = make_output();
   }
   if (summary.package) {
-    detail::write_package(prepared, output.get(), &progress, summary);
+    if (!speculation || !detail::confirm_package(prepared, *speculation, &progress, summary)) {
+      if (speculation) {  // the prediction failed: a fresh file
+        output.reset();
+        output = make_output();
+        progress.restart_writes();
+      }
+      detail::write_package(prepared, output.get(), &progress, summary);
+    }
   } else {
     detail::write_directory(prepared, options, output.get(), &progress, summary);
   }

@@ -1,6 +1,7 @@
 // Shared between the pack orchestration and the two output writers.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,34 @@ struct PreparedPack {
 // temporary path (the caller commits).
 void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress* progress,
                    PackSummary& summary);
+// A package written on predicted dedup groups, and what the writer summarized.
+struct PackageSpeculation {
+  std::vector<StorageGroup> groups;
+  PackSummary summary;
+};
+
+// Whether a package of these tensors is worth writing while it is hashed: at
+// least `from_bytes` of tensors (0: never), and little to sample.
+[[nodiscard]] bool worth_writing_while_hashing(const std::vector<StoredTensor>& tensors,
+                                               uint64_t from_bytes);
+
+// Predicts the package's dedup groups from samples of the bytes of every
+// tensor whose length another shares (writing each tensor's prediction into
+// its sha256), then writes the package on them into `output` on a thread of
+// its own while hash() runs on this one. hash() must give every tensor its
+// real digest. Throws hash()'s error first, then the writer's.
+[[nodiscard]] PackageSpeculation write_package_while_hashing(PreparedPack& prepared,
+                                                             AtomicOutput& output,
+                                                             Progress* progress,
+                                                             const PackSummary& summary,
+                                                             const std::function<void()>& hash);
+
+// True when the real digests give the predicted groups: the written package
+// is then byte for byte what write_package writes, and `summary` gets its
+// figures. False leaves `summary` alone; the package must be written again.
+[[nodiscard]] bool confirm_package(const PreparedPack& prepared, PackageSpeculation& speculation,
+                                   Progress* progress, PackSummary& summary);
+
 // Frees prepared.program once program.ptg is written.
 void write_directory(PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
                      Progress* progress, PackSummary& summary);

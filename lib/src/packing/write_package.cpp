@@ -1,4 +1,9 @@
 // .ptn writer: ZIP of program.ptg, program.safetensors (owners, sorted) and aliases.json.
+#include <array>
+#include <cstring>
+#include <thread>
+#include <unordered_map>
+
 #include "../formats/json_writer.h"
 #include "pack_internal.h"
 #include "ptepack/formats/safetensors.h"
@@ -13,13 +18,10 @@ uint32_t crc_of(std::string_view bytes) {
       0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
 }
 
-}  // namespace
-
-void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress* progress,
-                   PackSummary& summary) {
+// The package of `groups` (summarized in `summary`); see write_package.
+void write_package_file(const PreparedPack& prepared, const std::vector<StorageGroup>& groups,
+                        AtomicOutput* output, Progress* progress, PackSummary& summary) {
   const auto& tensors = prepared.tensors;
-  auto groups = group_tensors(tensors, DedupRule::dtype_shape_bytes);
-  summarize_groups(tensors, groups, summary, progress);
 
   // program.safetensors holds each group's owner, in key order (groups are in owner order).
   std::vector<safetensors::Entry> entries;
@@ -97,6 +99,118 @@ void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress*
   }
   file.write_at(archive.directory_offset, zip::central_directory(archive, crcs));
   file.finish(archive.end_offset);
+}
+
+// What a tensor's bytes look like from three 4 KiB samples (start, middle,
+// end), or from all of them when that is no more: equal for equal bytes.
+Digest sample_fingerprint(const ByteRange& range) {
+  constexpr uint64_t kSample = 4096;
+  std::array<uint8_t, kSample> buffer{};
+  Sha256 hasher;
+  auto take = [&](uint64_t at, uint64_t size) {
+    auto bytes = std::span<uint8_t>(buffer.data(), static_cast<size_t>(size));
+    range.file->read_at(range.offset + at, bytes);
+    hasher.update(bytes);
+  };
+  if (range.size <= 3 * kSample) {
+    for (uint64_t at = 0; at < range.size; at += kSample)
+      take(at, std::min(kSample, range.size - at));
+  } else {
+    take(0, kSample);
+    take(range.size / 2 - kSample / 2, kSample);
+    take(range.size - kSample, kSample);
+  }
+  return hasher.finish();
+}
+
+// Tensors whose byte length no other tensor shares cannot be duplicates.
+std::vector<bool> may_have_duplicates(const std::vector<StoredTensor>& tensors) {
+  std::unordered_map<uint64_t, uint32_t> per_size;
+  for (const auto& t : tensors) {
+    if (!t.is_mutable) ++per_size[t.data.bytes.size];
+  }
+  std::vector<bool> candidate(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    candidate[i] = !tensors[i].is_mutable && per_size[tensors[i].data.bytes.size] > 1;
+  }
+  return candidate;
+}
+
+}  // namespace
+
+void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress* progress,
+                   PackSummary& summary) {
+  auto groups = group_tensors(prepared.tensors, DedupRule::dtype_shape_bytes);
+  summarize_groups(prepared.tensors, groups, summary, progress);
+  write_package_file(prepared, groups, output, progress, summary);
+}
+
+bool worth_writing_while_hashing(const std::vector<StoredTensor>& tensors, uint64_t from_bytes) {
+  if (from_bytes == 0) return false;
+  uint64_t total = 0;
+  for (const auto& t : tensors) total += t.data.bytes.size;
+  if (total < from_bytes) return false;
+  // Sampling reads up to 12 KiB of every possible duplicate: worth it only
+  // where that is a small part of what hashing reads.
+  auto candidate = may_have_duplicates(tensors);
+  uint64_t sampled = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (candidate[i]) sampled += std::min<uint64_t>(tensors[i].data.bytes.size, 12 << 10);
+  }
+  return sampled <= total / 64;
+}
+
+PackageSpeculation write_package_while_hashing(PreparedPack& prepared, AtomicOutput& output,
+                                               Progress* progress, const PackSummary& summary,
+                                               const std::function<void()>& hash) {
+  auto& tensors = prepared.tensors;
+  // Predicted digests: sampled for possible duplicates; for the others any
+  // digest of their own (their length alone keeps them apart).
+  auto candidate = may_have_duplicates(tensors);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (candidate[i]) {
+      tensors[i].sha256 = sample_fingerprint(tensors[i].data.bytes);
+    } else {
+      tensors[i].sha256 = Digest{};
+      const uint64_t index = i;
+      std::memcpy(tensors[i].sha256.data(), &index, sizeof index);
+    }
+  }
+  PackageSpeculation speculation;
+  speculation.groups = group_tensors(tensors, DedupRule::dtype_shape_bytes);
+  speculation.summary.output = summary.output;
+  summarize_groups(tensors, speculation.groups, speculation.summary, progress);
+  // The writer reads keys, layouts and bytes; hash() writes only digests.
+  std::exception_ptr write_error;
+  std::thread writer([&] {
+    try {
+      write_package_file(prepared, speculation.groups, &output, progress, speculation.summary);
+    } catch (...) {
+      write_error = std::current_exception();
+    }
+  });
+  try {
+    hash();
+  } catch (...) {
+    writer.join();
+    throw;
+  }
+  writer.join();
+  if (write_error) std::rethrow_exception(write_error);
+  return speculation;
+}
+
+bool confirm_package(const PreparedPack& prepared, PackageSpeculation& speculation,
+                     Progress* progress, PackSummary& summary) {
+  auto groups = group_tensors(prepared.tensors, DedupRule::dtype_shape_bytes);
+  bool same = groups.size() == speculation.groups.size();
+  for (size_t g = 0; same && g < groups.size(); ++g) {
+    same = groups[g].members == speculation.groups[g].members;
+  }
+  if (!same) return false;
+  summarize_groups(prepared.tensors, groups, summary, progress);
+  summary.output_bytes = speculation.summary.output_bytes;
+  return true;
 }
 
 }  // namespace ptepack::detail

@@ -37,6 +37,8 @@ class Progress {
   }
   void add_hashed(uint64_t n) { hashed_.fetch_add(n, std::memory_order_relaxed); }
   void add_written(uint64_t n) { written_.fetch_add(n, std::memory_order_relaxed); }
+  // The output is written again from the start (a package whose predicted plan failed).
+  void restart_writes() { written_.store(0, std::memory_order_relaxed); }
 
   // The text of one report after `elapsed` seconds, at most `width` columns (for tests).
   [[nodiscard]] std::string line(double elapsed, size_t width);

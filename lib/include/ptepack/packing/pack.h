@@ -38,6 +38,10 @@ struct PackOptions {
   // Keep every renamed key in the summary; false counts them only (a
   // 1,000,000-tensor pack renames about 750,000 keys: 140 MB of strings).
   bool list_renames = true;
+  // A .ptn holding at least this many bytes of tensors is written while it is
+  // hashed, on dedup groups predicted from samples of the bytes, and written
+  // again if the digests disagree (docs/performance.md); 0: hash, then write.
+  uint64_t write_while_hashing_from = 256ULL << 20;
   ProgressMode progress = ProgressMode::never;  // --progress
 };
 

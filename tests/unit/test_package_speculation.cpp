@@ -1,0 +1,253 @@
+// A package written while it is hashed, on dedup groups predicted from samples: the same bytes
+// as one written after hashing, and a failed prediction caught before anything is kept.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "packing/pack_internal.h"
+#include "ptepack/hash/parallel_hash.h"
+#include "ptepack/packing/pack.h"
+#include "test_support.h"
+
+using namespace ptepack;
+
+namespace {
+
+struct Blob {
+  std::string key;
+  std::vector<uint8_t> bytes;
+  bool is_mutable = false;
+};
+
+std::vector<uint8_t> pattern(size_t size, uint64_t seed) {
+  test::Xorshift random(seed + 1);  // a zero state stays zero
+  std::vector<uint8_t> bytes(size);
+  for (auto& b : bytes) b = static_cast<uint8_t>(random(256));
+  return bytes;
+}
+
+// The blobs (sorted by key) in one new data file, as pack's stored tensors.
+detail::PreparedPack prepare(const std::filesystem::path& path, const std::vector<Blob>& blobs) {
+  {
+    std::ofstream out(path, std::ios::binary);
+    for (const auto& b : blobs)
+      out.write(reinterpret_cast<const char*>(b.bytes.data()),
+                static_cast<std::streamsize>(b.bytes.size()));
+  }
+  auto file = InputFile::open(path);
+  detail::PreparedPack prepared;
+  uint64_t offset = 0;
+  for (const auto& b : blobs) {
+    StoredTensor t;
+    t.key = b.key;
+    t.data.dtype = DType::BYTE;
+    t.data.shape = {static_cast<int64_t>(b.bytes.size())};
+    t.data.bytes = ByteRange{file, offset, b.bytes.size()};
+    t.is_mutable = b.is_mutable;
+    prepared.tensors.push_back(std::move(t));
+    offset += b.bytes.size();
+  }
+  flatbuffers::FlatBufferBuilder builder;
+  builder.Finish(builder.CreateString("a program's bytes"));
+  prepared.program = builder.Release();
+  return prepared;
+}
+
+void hash_all(detail::PreparedPack& prepared) {
+  std::vector<ByteRange> ranges;
+  for (const auto& t : prepared.tensors) ranges.push_back(t.data.bytes);
+  auto digests = hash_ranges(ranges, 2);
+  for (size_t i = 0; i < digests.size(); ++i) prepared.tensors[i].sha256 = digests[i];
+}
+
+std::vector<uint8_t> read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The package written after hashing: the reference.
+std::vector<uint8_t> reference(detail::PreparedPack& prepared, const std::filesystem::path& path,
+                               PackSummary& summary) {
+  hash_all(prepared);
+  summary.output = path.string();
+  AtomicOutput output(path, AtomicOutput::Kind::file);
+  detail::write_package(prepared, &output, nullptr, summary);
+  output.commit();
+  return read_file(path);
+}
+
+struct Speculated {
+  bool confirmed = false;
+  std::vector<uint8_t> bytes;  // what the speculative writer left, when confirmed
+  PackSummary summary;
+};
+
+Speculated speculate(detail::PreparedPack& prepared, const std::filesystem::path& path) {
+  for (auto& t : prepared.tensors) t.sha256 = Digest{};
+  Speculated result;
+  result.summary.output = path.string();
+  AtomicOutput output(path, AtomicOutput::Kind::file);
+  auto speculation = detail::write_package_while_hashing(prepared, output, nullptr, result.summary,
+                                                         [&] { hash_all(prepared); });
+  result.confirmed = detail::confirm_package(prepared, speculation, nullptr, result.summary);
+  if (result.confirmed) {
+    output.commit();
+    result.bytes = read_file(path);
+  }
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("package written while hashing: the bytes of one written after, when predicted right") {
+  test::TempDir dir;
+  // Duplicates of large and small tensors, a state tensor equal to a
+  // constant (never an alias), tensors of unique length, an empty one.
+  auto big = pattern(300 << 10, 1);
+  auto small = pattern(5000, 2);
+  std::vector<Blob> blobs = {{"a/big", big},
+                             {"a/small", small},
+                             {"b/big", big},
+                             {"b/other", pattern(300 << 10, 3)},
+                             {"b/small", small},
+                             {"c/empty", {}},
+                             {"c/odd", pattern(12345, 4)},
+                             {"state/big", big, true}};
+  auto prepared = prepare(dir / "data.bin", blobs);
+  PackSummary expected_summary;
+  auto expected = reference(prepared, dir / "reference.ptn", expected_summary);
+  REQUIRE(expected_summary.aliases.size() == 2);
+
+  auto result = speculate(prepared, dir / "speculative.ptn");
+  REQUIRE(result.confirmed);
+  CHECK((result.bytes == expected));  // not printed: megabytes
+  CHECK(result.summary.aliases == expected_summary.aliases);
+  CHECK(result.summary.unique_tensors == expected_summary.unique_tensors);
+  CHECK(result.summary.stored_bytes == expected_summary.stored_bytes);
+  CHECK(result.summary.output_bytes == expected_summary.output_bytes);
+}
+
+TEST_CASE("package written while hashing: a wrong prediction is caught") {
+  test::TempDir dir;
+  // Same length and the same three 4 KiB samples, different bytes between:
+  // predicted duplicates that are not.
+  auto first = pattern(64 << 10, 5);
+  auto second = first;
+  second[20000] ^= 0xff;
+  auto prepared = prepare(dir / "data.bin", {{"m/first", first}, {"m/second", second}});
+  auto result = speculate(prepared, dir / "speculative.ptn");
+  CHECK_FALSE(result.confirmed);
+  CHECK(result.summary.aliases.empty());
+  CHECK(result.summary.output_bytes == 0);
+  CHECK_FALSE(std::filesystem::exists(dir / "speculative.ptn"));  // nothing kept
+
+  // Bytes that differ inside a sample are told apart before writing.
+  second = first;
+  second[100] ^= 0xff;
+  prepared = prepare(dir / "data2.bin", {{"m/first", first}, {"m/second", second}});
+  CHECK(speculate(prepared, dir / "speculative.ptn").confirmed);
+}
+
+TEST_CASE("package written while hashing: only for large packages with little to sample") {
+  test::TempDir dir;
+  auto prepared =
+      prepare(dir / "data.bin", {{"a", pattern(1 << 20, 6)}, {"b", pattern(1 << 20, 7)}});
+  CHECK(detail::worth_writing_while_hashing(prepared.tensors, 1 << 20));
+  CHECK_FALSE(detail::worth_writing_while_hashing(prepared.tensors, 0));
+  CHECK_FALSE(detail::worth_writing_while_hashing(prepared.tensors, (2 << 20) + 1));
+  // Many small tensors of one length: sampling would read most of them.
+  std::vector<Blob> many;
+  for (uint64_t i = 0; i < 64; ++i) many.push_back({fmt::format("t{:02d}", i), pattern(4096, i)});
+  prepared = prepare(dir / "data2.bin", many);
+  CHECK_FALSE(detail::worth_writing_while_hashing(prepared.tensors, 1));
+}
+
+namespace {
+
+// A one-method program binding each blob as a BYTE constant, and its safetensors.
+void write_model(const std::filesystem::path& dir, const std::string& method,
+                 const std::vector<Blob>& blobs) {
+  nlohmann::json nodes = nlohmann::json::array(
+      {{{"name", "x"}, {"op_kind", "PLACEHOLDER"}, {"outputs", {{{"name", "x"}}}}}});
+  nlohmann::json constants = nlohmann::json::array();
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t offset = 0;
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    const auto& b = blobs[i];
+    const auto name = fmt::format("c{}", i);
+    const auto size = b.bytes.size();
+    constants.push_back(
+        {{"name", name},
+         {"data_key", b.key},
+         {"kind", "PARAMETER"},
+         {"meta", {{"dtype", "BYTE"}, {"sizes", {{{"min", size}, {"max", size}}}}}}});
+    nodes.push_back({{"name", name}, {"op_kind", "PLACEHOLDER"}, {"outputs", {{{"name", name}}}}});
+    header[b.key] = {{"dtype", "U8"}, {"shape", {size}}, {"data_offsets", {offset, offset + size}}};
+    offset += size;
+  }
+  nodes.push_back(
+      {{"name", "output"},
+       {"op_kind", "OUTPUT"},
+       {"inputs", {{{"arg", {{"value_type", "TensorListArg"}, {"value", {{"names", {"x"}}}}}}}}}});
+  nlohmann::json program = {
+      {"version", "1"},
+      {"methods",
+       {{{"name", method},
+         {"graph",
+          {{"nodes", nodes},
+           {"inputs", {"x"}},
+           {"outputs", {"x"}},
+           {"tensor_values",
+            {{{"name", "x"},
+              {"meta", {{"dtype", "FLOAT"}, {"sizes", {{{"min", 4}, {"max", 4}}}}}}}}}}},
+         {"constants", constants},
+         {"output_specs", {{{"name", "x"}, {"kind", "USER_OUTPUT"}}}},
+         {"mutable_buffers", nlohmann::json::array()}}}}};
+  std::ofstream(dir / (method + ".json")) << program.dump();
+  auto text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::ofstream out(dir / (method + ".safetensors"), std::ios::binary);
+  const uint64_t length = text.size();
+  out.write(reinterpret_cast<const char*>(&length), sizeof length);
+  out << text;
+  for (const auto& b : blobs)
+    out.write(reinterpret_cast<const char*>(b.bytes.data()),
+              static_cast<std::streamsize>(b.bytes.size()));
+}
+
+std::vector<uint8_t> pack_model(const std::filesystem::path& dir, const std::string& name,
+                                uint64_t write_while_hashing_from, PackSummary* summary) {
+  PackOptions options;
+  options.inputs = {(dir / "a.json").string(), (dir / "b.json").string()};
+  options.output = dir / name;
+  options.write_while_hashing_from = write_while_hashing_from;
+  *summary = pack(options);
+  return read_file(options.output);
+}
+
+}  // namespace
+
+TEST_CASE("pack writes a large package while hashing: the same bytes, predicted right or not") {
+  for (bool predicted_right : {true, false}) {
+    test::TempDir dir;
+    auto shared = pattern(1 << 20, 8);
+    auto near = shared;  // same length and samples as `shared`
+    if (!predicted_right) near[300000] ^= 1;
+    write_model(dir.path(), "a", {{"shared", shared}, {"own", pattern(1 << 20, 9)}});
+    write_model(dir.path(), "b", {{"near", near}, {"shared", shared}});
+    PackSummary after, during;
+    auto expected = pack_model(dir.path(), "after.ptn", 0, &after);
+    auto written = pack_model(dir.path(), "during.ptn", 1, &during);
+    CHECK((written == expected));  // not printed: megabytes
+    CHECK(during.aliases == after.aliases);
+    CHECK(during.aliases.size() == (predicted_right ? 2 : 1));
+    CHECK(during.output_bytes == after.output_bytes);
+    CHECK(during.stored_bytes == after.stored_bytes);
+  }
+}
