@@ -34,6 +34,13 @@ TEST_CASE("memory return: pack calls begin then end around validation and around
     CHECK(calls == std::vector<std::string>{"begin"});
   }
   CHECK(calls == std::vector<std::string>{"begin", "end"});
+  calls.clear();
+  {
+    ptepack::PromptMemoryReturn outer;
+    { ptepack::PromptMemoryReturn inner; }  // nested: only the outermost calls
+    CHECK(calls == std::vector<std::string>{"begin"});
+  }
+  CHECK(calls == std::vector<std::string>{"begin", "end"});
   ptepack::set_memory_return_hooks({});  // no hooks: nothing is called
   calls.clear();
   { ptepack::PromptMemoryReturn scope; }

@@ -130,6 +130,41 @@ TEST_CASE("renames: listed by default, only counted without list_renames") {
   CHECK(counted.tensors.size() == listed.tensors.size());
 }
 
+TEST_CASE("one input's entry bound to two final keys gives both the same data") {
+  // Both methods of one program read tok_embeddings.weight: the entry is
+  // copied for the first final key and moved into the table for the second.
+  auto program = load_artifact(test::data_path("two_methods.json"));
+  auto data = load_artifact(test::data_path("prefill.safetensors"));
+  const auto source = data.data.at("tok_embeddings.weight");
+  // The methods' lifted constants differ in dtype; decode's takes prefill's
+  // layout, so prefill's data serves both.
+  auto lifted = [&](size_t method) -> nb::NamedTensorRefT& {
+    for (auto& c : program.program->methods.at(method)->constants) {
+      if (c->name == "c_lifted_tensor_constant0") return *c;
+    }
+    FAIL("no lifted constant");
+    throw std::logic_error("unreachable");
+  };
+  lifted(1).meta->dtype = lifted(0).meta->dtype;
+  lifted(1).meta->sizes.clear();
+  for (const auto& dim : lifted(0).meta->sizes)
+    lifted(1).meta->sizes.push_back(std::make_unique<nb::DimT>(*dim));
+  std::vector<MergeInput> inputs;
+  inputs.push_back(
+      MergeInput{program.name, std::move(program.program), std::move(data.data), std::nullopt});
+  auto merged = merge_programs(std::move(inputs));
+  for (const char* key : {"prefill/tok_embeddings.weight", "decode/tok_embeddings.weight"}) {
+    INFO(key);
+    REQUIRE(merged.tensors.count(key) == 1);
+    const auto& t = merged.tensors.at(key);
+    CHECK(t.bytes.file == source.bytes.file);
+    CHECK(t.bytes.offset == source.bytes.offset);
+    CHECK(t.bytes.size == source.bytes.size);
+    CHECK(t.shape == source.shape);
+    CHECK(t.dtype == source.dtype);
+  }
+}
+
 TEST_CASE("merging an already merged program renames nothing") {
   auto merged = merge_programs(both());
   std::vector<MergeInput> again;

@@ -122,18 +122,14 @@ TEST_CASE("write_program_buffer gives write_program_binary's bytes and frees the
   SECTION("the fixture, on the heap") {
     check(read_program_file(test::data_path("two_methods.ptg")), 64);
   }
-  SECTION("an empty version and no methods") {
-    check(std::make_unique<nb::ProgramT>(), 64);
-  }
+  SECTION("an empty version and no methods") { check(std::make_unique<nb::ProgramT>(), 64); }
   SECTION("a program larger than its reserved pages, grown by remapping") {
     auto program = grown_fixture(6 << 20);
     auto expected = write_program_binary(*program);
     REQUIRE(expected.size() > 3 * (1 << 20));
     check(std::move(program), 1 << 20);  // 1.5 MiB reserved, about 6 MiB written
   }
-  SECTION("a heap buffer that grows") {
-    check(grown_fixture(2 << 20), 1024);
-  }
+  SECTION("a heap buffer that grows") { check(grown_fixture(2 << 20), 1024); }
   SECTION("the bytes read back to the same program") {
     auto program = grown_fixture(2 << 20);
     auto copy = std::make_unique<nb::ProgramT>(*program);

@@ -63,7 +63,8 @@ TEST_CASE("JSON programs read like FlatBuffers' own parser reads them") {
     for (const char* name : {"two_methods.json"}) {
       check_same_as_reference(file_text(test::data_path(name)));
     }
-    check_same_as_reference(file_text(std::filesystem::path(PTEPACK_EXAMPLES_DIR) / "prefill.json"));
+    check_same_as_reference(
+        file_text(std::filesystem::path(PTEPACK_EXAMPLES_DIR) / "prefill.json"));
     check_same_as_reference(file_text(std::filesystem::path(PTEPACK_EXAMPLES_DIR) / "decode.json"));
   }
   SECTION("the printed form of every fixture program") {
@@ -101,8 +102,7 @@ TEST_CASE("JSON programs read like FlatBuffers' own parser reads them") {
     auto program = read_program_json(
         with_arg(R"({"value_type": "FloatListArg", "value": {"values": [nan, -inf, inf]}})"),
         "t.json");
-    const auto* list =
-        program->methods[0]->graph->nodes[0]->inputs[0]->arg->value.AsFloatListArg();
+    const auto* list = program->methods[0]->graph->nodes[0]->inputs[0]->arg->value.AsFloatListArg();
     REQUIRE(list != nullptr);
     REQUIRE(list->values.size() == 3);
     CHECK(std::isnan(list->values[0]));
@@ -157,7 +157,8 @@ TEST_CASE("JSON program errors name the file, the place and the problem") {
   CHECK_THAT(error_of("{\"version\": \"a\nb\"}"), Catch::Contains("control character"));
   CHECK_THAT(error_of(R"({"version": "\ud800"})"), Catch::Contains("unpaired high surrogate"));
   CHECK_THAT(error_of(R"({"version": "\q"})"), Catch::Contains("unknown escape"));
-  CHECK_THAT(error_of(R"({"methods": [)"), Catch::Contains("expected '{', found the end of the text"));
+  CHECK_THAT(error_of(R"({"methods": [)"),
+             Catch::Contains("expected '{', found the end of the text"));
   CHECK_THAT(error_of("{/* open"), Catch::Contains("unterminated /* comment"));
   CHECK_THAT(error_of(R"({"methods": null})"),
              Catch::Contains("required field 'methods' is missing"));

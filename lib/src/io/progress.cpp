@@ -7,9 +7,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -90,6 +90,7 @@ std::string Progress::line(double elapsed, size_t width) {
   const double total = static_cast<double>(hash_total + write_total);
   const double rate = elapsed > 0 ? done / elapsed : 0;
   double eta = rate > 0 && total > done ? (total - done) / rate : 0;
+  if (eta_restarted_.exchange(false)) shown_eta_ = -1;
   if (shown_eta_ >= 0 && eta > shown_eta_) eta = shown_eta_;  // never back up
   shown_eta_ = eta;
   const int percent = total > 0 ? static_cast<int>(100.0 * done / total) : 0;

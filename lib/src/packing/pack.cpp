@@ -275,14 +275,27 @@ PackSummary pack_once(const PackOptions& options) {
 
   std::unique_ptr<AtomicOutput> output;
   std::optional<detail::PackageSpeculation> speculation;
-  if (summary.package && !options.dry_run &&
+  // A large package is written while it is hashed, on the dedup groups
+  // predicted from samples; the digests then confirm them or it is written
+  // again (the bytes are the same either way). Not at -j1, not where the
+  // output would need new directories, and not when it cannot be created:
+  // an input's error then still comes first, as when hashing comes first.
+  std::error_code ec;
+  const auto parent = options.output.parent_path();
+  if (summary.package && !options.dry_run && effective_jobs(options.jobs) > 1 &&
+      (parent.empty() || fs::is_directory(parent, ec)) &&
       detail::worth_writing_while_hashing(prepared.tensors, options.write_while_hashing_from)) {
-    // A large package is written while it is hashed, on the dedup groups
-    // predicted from samples; the digests then confirm them or it is written
-    // again (the bytes are the same either way).
-    output = make_output();
-    speculation = detail::write_package_while_hashing(prepared, *output, &progress, summary, hash);
-  } else {
+    try {
+      output = make_output();
+    } catch (const Error&) {
+      output.reset();
+    }
+    if (output) {
+      speculation =
+          detail::write_package_while_hashing(prepared, *output, &progress, summary, hash);
+    }
+  }
+  if (!speculation) {
     hash();
     if (!options.dry_run) output = make_output();
   }

@@ -1,6 +1,7 @@
 // Shared between the pack orchestration and the two output writers.
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -33,6 +34,7 @@ void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress*
 struct PackageSpeculation {
   std::vector<StorageGroup> groups;
   PackSummary summary;
+  std::exception_ptr write_error;  // raised only if the prediction holds
 };
 
 // Whether a package of these tensors is worth writing while it is hashed: at
@@ -44,7 +46,7 @@ struct PackageSpeculation {
 // tensor whose length another shares (writing each tensor's prediction into
 // its sha256), then writes the package on them into `output` on a thread of
 // its own while hash() runs on this one. hash() must give every tensor its
-// real digest. Throws hash()'s error first, then the writer's.
+// real digest. Throws hash()'s error (after the writer is done).
 [[nodiscard]] PackageSpeculation write_package_while_hashing(PreparedPack& prepared,
                                                              AtomicOutput& output,
                                                              Progress* progress,
@@ -53,7 +55,8 @@ struct PackageSpeculation {
 
 // True when the real digests give the predicted groups: the written package
 // is then byte for byte what write_package writes, and `summary` gets its
-// figures. False leaves `summary` alone; the package must be written again.
+// figures (or the writer's error is thrown). False leaves `summary` alone;
+// the package must be written again.
 [[nodiscard]] bool confirm_package(const PreparedPack& prepared, PackageSpeculation& speculation,
                                    Progress* progress, PackSummary& summary);
 

@@ -181,12 +181,14 @@ PackageSpeculation write_package_while_hashing(PreparedPack& prepared, AtomicOut
   speculation.summary.output = summary.output;
   summarize_groups(tensors, speculation.groups, speculation.summary, progress);
   // The writer reads keys, layouts and bytes; hash() writes only digests.
-  std::exception_ptr write_error;
+  // An error of hashing is reported once the writer is done (it is not
+  // interrupted); one of the writer's only if the prediction holds, since a
+  // wrong plan may fail where the right one does not.
   std::thread writer([&] {
     try {
       write_package_file(prepared, speculation.groups, &output, progress, speculation.summary);
     } catch (...) {
-      write_error = std::current_exception();
+      speculation.write_error = std::current_exception();
     }
   });
   try {
@@ -196,7 +198,6 @@ PackageSpeculation write_package_while_hashing(PreparedPack& prepared, AtomicOut
     throw;
   }
   writer.join();
-  if (write_error) std::rethrow_exception(write_error);
   return speculation;
 }
 
@@ -208,8 +209,10 @@ bool confirm_package(const PreparedPack& prepared, PackageSpeculation& speculati
     same = groups[g].members == speculation.groups[g].members;
   }
   if (!same) return false;
+  if (speculation.write_error) std::rethrow_exception(speculation.write_error);
   summarize_groups(prepared.tensors, groups, summary, progress);
   summary.output_bytes = speculation.summary.output_bytes;
+  summary.written_while_hashing = true;
   return true;
 }
 

@@ -16,7 +16,8 @@ struct MemoryReturnHooks {
 // Installs the hooks; call once, before any pack runs.
 void set_memory_return_hooks(MemoryReturnHooks hooks);
 
-// Calls begin() when made and end() when gone.
+// Calls begin() when made and end() when gone; scopes opened inside others
+// (or beside them, on other threads) call nothing until the last one closes.
 class PromptMemoryReturn {
  public:
   PromptMemoryReturn();

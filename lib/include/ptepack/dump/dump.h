@@ -29,9 +29,9 @@ struct DumpOptions {
   bool no_tensors = false;  // no per-tensor list
   bool summary = false;     // counts and bytes per method, dtype and shard; the `top` largest
   size_t top = 10;
-  bool offsets = false;  // each tensor's file and byte offset
-  bool no_hash = false;  // do not hash tensors that have no recorded digest
-  size_t width = 0;      // text columns to fit (0: print every cell whole)
+  bool offsets = false;                         // each tensor's file and byte offset
+  bool no_hash = false;                         // do not hash tensors that have no recorded digest
+  size_t width = 0;                             // text columns to fit (0: print every cell whole)
   ProgressMode progress = ProgressMode::never;  // hashing progress (--progress)
 };
 

@@ -38,7 +38,10 @@ class Progress {
   void add_hashed(uint64_t n) { hashed_.fetch_add(n, std::memory_order_relaxed); }
   void add_written(uint64_t n) { written_.fetch_add(n, std::memory_order_relaxed); }
   // The output is written again from the start (a package whose predicted plan failed).
-  void restart_writes() { written_.store(0, std::memory_order_relaxed); }
+  void restart_writes() {
+    written_.store(0, std::memory_order_relaxed);
+    eta_restarted_ = true;  // the ETA may go up again
+  }
 
   // The text of one report after `elapsed` seconds, at most `width` columns (for tests).
   [[nodiscard]] std::string line(double elapsed, size_t width);
@@ -46,6 +49,7 @@ class Progress {
  private:
   std::atomic<uint64_t> hashed_{0};
   std::atomic<uint64_t> written_{0};
+  std::atomic<bool> eta_restarted_{false};
   std::atomic<uint64_t> hash_total_{0};
   std::atomic<uint64_t> write_total_{0};
   std::atomic<bool> write_total_known_{false};

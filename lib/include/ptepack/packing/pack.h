@@ -80,6 +80,7 @@ struct PackSummary {
   uint64_t dropped_bytes = 0;
   std::vector<ShardSummary> shards;
   uint64_t output_bytes = 0;             // total bytes written (or planned)
+  bool written_while_hashing = false;    // a .ptn written on the plan the digests confirmed
   double elapsed_seconds = 0;            // wall time of the whole pack call
   std::vector<ProgramSummary> programs;  // .pte inputs
   std::vector<std::string> notes;        // advice that is not an error

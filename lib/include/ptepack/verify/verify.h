@@ -11,8 +11,8 @@
 namespace ptepack {
 
 struct VerifyOptions {
-  unsigned jobs = 0;    // hashing threads (0: all cores)
-  bool strict = false;  // notes count as problems
+  unsigned jobs = 0;             // hashing threads (0: all cores)
+  bool strict = false;           // notes count as problems
   Progress* progress = nullptr;  // bytes hashed are reported here when set
 };
 
