@@ -101,10 +101,13 @@ void write_package_file(const PreparedPack& prepared, const std::vector<StorageG
   file.finish(archive.end_offset);
 }
 
-// What a tensor's bytes look like from three 4 KiB samples (start, middle,
-// end), or from all of them when that is no more: equal for equal bytes.
+// A prediction reads three samples of a tensor (start, middle, end), or all
+// of it when that is no more.
+constexpr uint64_t kSample = 4096;
+constexpr uint64_t kSampledBytes = 3 * kSample;
+
+// What a tensor's bytes look like from its samples: equal for equal bytes.
 Digest sample_fingerprint(const ByteRange& range) {
-  constexpr uint64_t kSample = 4096;
   std::array<uint8_t, kSample> buffer{};
   Sha256 hasher;
   auto take = [&](uint64_t at, uint64_t size) {
@@ -112,7 +115,7 @@ Digest sample_fingerprint(const ByteRange& range) {
     range.file->read_at(range.offset + at, bytes);
     hasher.update(bytes);
   };
-  if (range.size <= 3 * kSample) {
+  if (range.size <= kSampledBytes) {
     for (uint64_t at = 0; at < range.size; at += kSample)
       take(at, std::min(kSample, range.size - at));
   } else {
@@ -150,12 +153,12 @@ bool worth_writing_while_hashing(const std::vector<StoredTensor>& tensors, uint6
   uint64_t total = 0;
   for (const auto& t : tensors) total += t.data.bytes.size;
   if (total < from_bytes) return false;
-  // Sampling reads up to 12 KiB of every possible duplicate: worth it only
-  // where that is a small part of what hashing reads.
+  // Sampling reads up to kSampledBytes of every possible duplicate: worth it
+  // only where that is a small part of what hashing reads.
   auto candidate = may_have_duplicates(tensors);
   uint64_t sampled = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    if (candidate[i]) sampled += std::min<uint64_t>(tensors[i].data.bytes.size, 12 << 10);
+    if (candidate[i]) sampled += std::min(tensors[i].data.bytes.size, kSampledBytes);
   }
   return sampled <= total / 64;
 }

@@ -55,7 +55,8 @@ class Progress {
   std::atomic<bool> write_total_known_{false};
   std::atomic<bool> writes_expected_{false};
   std::atomic<bool> running_{false};
-  double shown_eta_ = -1;  // the reporter thread's last ETA (never shown larger again)
+  double shown_eta_ =
+      -1;  // the reporter thread's last ETA (never shown larger, but after restart_writes)
   std::thread reporter_;
 };
 
