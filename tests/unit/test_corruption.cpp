@@ -34,11 +34,6 @@ struct ScratchDir : ptepack::test::ScratchDir {
   ScratchDir() : ptepack::test::ScratchDir("corruption") {}
 };
 
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 void write_bytes(const fs::path& path, std::string_view bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -60,7 +55,8 @@ void pack_examples(const fs::path& output, std::optional<uint64_t> cap,
 
 // Shard files of a packed directory, as its manifest lists them.
 std::vector<fs::path> shards_of(const fs::path& dir) {
-  auto manifest = ptepack::parse_manifest(read_bytes(dir / "manifest.json"), "manifest.json");
+  auto manifest =
+      ptepack::parse_manifest(ptepack::test::file_bytes(dir / "manifest.json"), "manifest.json");
   std::vector<fs::path> out;
   for (const auto& shard : manifest.shards) out.push_back(dir / shard.file);
   return out;
@@ -208,7 +204,7 @@ fs::path copy_dir(const fs::path& from, const fs::path& to) {
 TEST_CASE("every truncation of a .ptn package is rejected by dump and verify", "[corruption]") {
   ScratchDir work;
   Target target{work.path() / "model.ptn", work.path() / "model.ptn"};
-  sweep_truncations(target, read_bytes(originals().ptn)).require_none();
+  sweep_truncations(target, ptepack::test::file_bytes(originals().ptn)).require_none();
 }
 
 TEST_CASE("every truncation of a directory's .ptd shard is rejected", "[corruption]") {
@@ -216,7 +212,7 @@ TEST_CASE("every truncation of a directory's .ptd shard is rejected", "[corrupti
   auto dir = copy_dir(originals().ptd_dir, work.path() / "out");
   for (const auto& shard : shards_of(dir)) {
     Target target{shard, dir};
-    sweep_truncations(target, read_bytes(shard)).require_none();
+    sweep_truncations(target, ptepack::test::file_bytes(shard)).require_none();
   }
 }
 
@@ -225,7 +221,7 @@ TEST_CASE("every truncation of a directory's safetensors shard is rejected", "[c
   auto dir = copy_dir(originals().st_dir, work.path() / "out");
   for (const auto& shard : shards_of(dir)) {
     Target target{shard, dir};
-    sweep_truncations(target, read_bytes(shard)).require_none();
+    sweep_truncations(target, ptepack::test::file_bytes(shard)).require_none();
   }
 }
 
@@ -235,28 +231,28 @@ TEST_CASE("every truncation of a directory's program.ptg is rejected", "[corrupt
   Target target{dir / "program.ptg", dir};
   // The bare .ptg case below does every length through the program reader; here the point is
   // the manifest's digest, so the middle is sampled.
-  sweep_truncations(target, read_bytes(dir / "program.ptg"), 7).require_none();
+  sweep_truncations(target, ptepack::test::file_bytes(dir / "program.ptg"), 7).require_none();
 }
 
 TEST_CASE("every truncation of a bare .ptg is rejected by dump and verify", "[corruption]") {
   ScratchDir work;
   Target target{work.path() / "model.ptg", work.path() / "model.ptg"};
-  sweep_truncations(target, read_bytes(originals().ptg)).require_none();
+  sweep_truncations(target, ptepack::test::file_bytes(originals().ptg)).require_none();
 }
 
 TEST_CASE("every truncation of bare .ptd and .safetensors files is rejected", "[corruption]") {
   ScratchDir work;
   Target ptd{work.path() / "weights.ptd", work.path() / "weights.ptd"};
-  sweep_truncations(ptd, read_bytes(originals().ptd_file)).require_none();
+  sweep_truncations(ptd, ptepack::test::file_bytes(originals().ptd_file)).require_none();
   Target st{work.path() / "weights.safetensors", work.path() / "weights.safetensors"};
-  sweep_truncations(st, read_bytes(originals().st_file)).require_none();
+  sweep_truncations(st, ptepack::test::file_bytes(originals().st_file)).require_none();
 }
 
 TEST_CASE("truncated manifest.json: clean errors; only trailing whitespace may go",
           "[corruption]") {
   ScratchDir work;
   auto dir = copy_dir(originals().ptd_dir, work.path() / "out");
-  const std::string original = read_bytes(dir / "manifest.json");
+  const std::string original = ptepack::test::file_bytes(dir / "manifest.json");
   // The manifest has no digest of its own: a cut that only drops the final newline leaves the same
   // JSON document, which both commands rightly accept.
   size_t meaningful = original.find_last_not_of(" \n") + 1;
@@ -302,7 +298,7 @@ Covered member_data_of(const fs::path& package) {
 // fail cleanly or write an output that verify accepts (a .ptn and a directory in turn).
 Findings sweep_flips(const FlipCase& c, unsigned count, uint32_t seed, const fs::path& out_dir) {
   std::vector<std::string> originals;
-  for (const auto& file : c.files) originals.push_back(read_bytes(file));
+  for (const auto& file : c.files) originals.push_back(ptepack::test::file_bytes(file));
   std::mt19937 rng(seed);
   Findings findings;
   for (unsigned i = 0; i < count; ++i) {
@@ -405,7 +401,7 @@ TEST_CASE("a flip that leaves a program string invalid UTF-8 is a clean input er
   // FlatBuffers strings are UTF-8, and dump --json, manifests and messages depend on it: the
   // reader rejects such a program instead of letting a JSON writer fail later (exit 70).
   ScratchDir work;
-  std::string bytes = read_bytes(originals().ptg);
+  std::string bytes = ptepack::test::file_bytes(originals().ptg);
   auto at = bytes.find("state/kv_cache");
   REQUIRE(at != std::string::npos);
   bytes[at + 6] = static_cast<char>(0xff);
@@ -424,7 +420,7 @@ TEST_CASE("a flip that leaves a program string invalid UTF-8 is a clean input er
 
 TEST_CASE("a .ptg cut inside its trailing padding is rejected", "[corruption]") {
   ScratchDir work;
-  const std::string bytes = read_bytes(originals().ptg);
+  const std::string bytes = ptepack::test::file_bytes(originals().ptg);
   REQUIRE(bytes.size() % 4 == 0);
   write_bytes(work.path() / "model.ptg", std::string_view(bytes).substr(0, bytes.size() - 1));
   try {

@@ -66,25 +66,20 @@ void hash_all(detail::PreparedPack& prepared) {
   for (size_t i = 0; i < digests.size(); ++i) prepared.tensors[i].sha256 = digests[i];
 }
 
-std::vector<uint8_t> read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 // The package written after hashing: the reference.
-std::vector<uint8_t> reference(detail::PreparedPack& prepared, const std::filesystem::path& path,
-                               PackSummary& summary) {
+std::string reference(detail::PreparedPack& prepared, const std::filesystem::path& path,
+                      PackSummary& summary) {
   hash_all(prepared);
   summary.output = path.string();
   AtomicOutput output(path, AtomicOutput::Kind::file);
   detail::write_package(prepared, &output, nullptr, summary);
   output.commit();
-  return read_file(path);
+  return test::file_bytes(path);
 }
 
 struct Speculated {
   bool confirmed = false;
-  std::vector<uint8_t> bytes;  // what the speculative writer left, when confirmed
+  std::string bytes;  // what the speculative writer left, when confirmed
   PackSummary summary;
 };
 
@@ -98,7 +93,7 @@ Speculated speculate(detail::PreparedPack& prepared, const std::filesystem::path
   result.confirmed = detail::confirm_package(prepared, speculation, nullptr, result.summary);
   if (result.confirmed) {
     output.commit();
-    result.bytes = read_file(path);
+    result.bytes = test::file_bytes(path);
   }
   return result;
 }
@@ -225,15 +220,15 @@ void write_model(const std::filesystem::path& dir, const std::string& method,
               static_cast<std::streamsize>(b.bytes.size()));
 }
 
-std::vector<uint8_t> pack_model(const std::filesystem::path& dir, const std::string& name,
-                                uint64_t write_while_hashing_from, PackSummary* summary) {
+std::string pack_model(const std::filesystem::path& dir, const std::string& name,
+                       uint64_t write_while_hashing_from, PackSummary* summary) {
   PackOptions options;
   options.inputs = {(dir / "a.json").string(), (dir / "b.json").string()};
   options.output = dir / name;
   options.write_while_hashing_from = write_while_hashing_from;
   options.jobs = 2;  // not at -j1
   *summary = pack(options);
-  return read_file(options.output);
+  return test::file_bytes(options.output);
 }
 
 }  // namespace

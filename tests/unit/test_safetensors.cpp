@@ -18,6 +18,7 @@
 #include "ptepack/formats/json_util.h"
 #include "ptepack/formats/safetensors.h"
 #include "ptepack/hash/sha256.h"
+#include "test_support.h"
 
 namespace fs = std::filesystem;
 using namespace ptepack;
@@ -52,11 +53,6 @@ void write_file(const fs::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   REQUIRE(out.good());
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 // A safetensors file from a literal header (unpadded) and data bytes.
@@ -364,7 +360,7 @@ TEST_CASE("safetensors: header size is the sum of its members for any entries", 
 
 TEST_CASE("safetensors: reads a file stored inside a larger file", "[safetensors]") {
   TempDir dir;
-  const std::string fixture = read_file(kData + "/prefill.safetensors");
+  const std::string fixture = test::file_bytes(kData + "/prefill.safetensors");
   write_file(dir / "outer.bin", std::string(13, 'P') + fixture + std::string(29, 'S'));
   auto outer = InputFile::open(dir / "outer.bin");
   const std::string member = "outer.ptn:program.safetensors";
@@ -519,7 +515,7 @@ TEST_CASE("safetensors: parse_json_strict", "[safetensors]") {
 TEST_CASE("safetensors: truncation at every byte is invalid_input", "[safetensors][corrupt]") {
   TempDir dir;
   for (const char* name : {"prefill.safetensors", "decode.safetensors"}) {
-    const std::string fixture = read_file(kData + "/" + name);
+    const std::string fixture = test::file_bytes(kData + "/" + name);
     write_file(dir / "full.safetensors", fixture);
     auto file = InputFile::open(dir / "full.safetensors");
     for (uint64_t size = 0; size < fixture.size(); ++size) {
@@ -570,7 +566,7 @@ class PatchableFile {
 
 TEST_CASE("safetensors: a shortened header length is invalid_input", "[safetensors][corrupt]") {
   TempDir dir;
-  PatchableFile target(dir / "t.safetensors", read_file(kData + "/prefill.safetensors"));
+  PatchableFile target(dir / "t.safetensors", test::file_bytes(kData + "/prefill.safetensors"));
   for (uint64_t length = 0; length < 480; ++length) {
     std::string field;
     put_u64(field, length);
@@ -583,7 +579,7 @@ TEST_CASE("safetensors: a shortened header length is invalid_input", "[safetenso
 
 TEST_CASE("safetensors: overwritten header bytes never crash", "[safetensors][corrupt]") {
   TempDir dir;
-  const std::string fixture = read_file(kData + "/decode.safetensors");
+  const std::string fixture = test::file_bytes(kData + "/decode.safetensors");
   PatchableFile target(dir / "t.safetensors", fixture);
   size_t rejected = 0;
   for (size_t at = 0; at < 488; ++at) {

@@ -5,12 +5,20 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 
 #include "ptepack/formats/artifact.h"
 
 namespace ptepack::test {
+
+// A whole file's bytes (empty when it cannot be read).
+inline std::string file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
 
 inline std::filesystem::path data_path(const std::string& name) {
   return std::filesystem::path(PTEPACK_TEST_DATA_DIR) / name;
