@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 4 || std::memcmp(data, "PK\x03\x04", 4) != 0) return 0;
   try {
     ptepack::Artifact artifact = ptepack::load_artifact(input.path());
-    if (artifact.kind != ptepack::ArtifactKind::package || artifact.program == nullptr) {
+    if (artifact.kind != ptepack::ArtifactKind::package || !artifact.program) {
       ptepack::fuzz::invariant_failed("package loaded without a program");
     }
     ptepack::fuzz::check_ranges_inside(artifact.data, "package");

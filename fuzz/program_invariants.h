@@ -1,5 +1,6 @@
-// What must hold for every program the readers accept: the graph checks run cleanly, and the
-// writer's bytes (binary and JSON) read back as the same program.
+// What must hold for every program the readers accept: the graph checks run cleanly and agree
+// on the flatbuffer and its object tree, and the writer's bytes (binary and JSON) read back as
+// the same program.
 #pragma once
 
 #include <string>
@@ -11,13 +12,30 @@
 
 namespace ptepack::fuzz {
 
-inline void check_accepted_program(const nb::ProgramT& program) {
+inline void check_accepted_program(ProgramBuffer buffer) {
+  // dump and verify read the flatbuffer in place, pack its object tree: the
+  // same checks must find the same problems in both.
+  std::vector<std::vector<std::string>> in_place;
   try {
-    for (const auto& method : program.methods) {
-      (void)validate_method_structure(*method, "fuzz");
-      (void)method_name_problem(method->name);
+    for (const auto& method : access::methods(buffer.root())) {
+      in_place.push_back(validate_method_structure(method, "fuzz"));
+      (void)method_name_problem(access::name(method));
     }
-    (void)analyze_program_keys(program);
+    const ProgramKeys keys(buffer.root());
+    for (const auto& use : keys.uses()) {
+      if (keys.methods(use).empty()) invariant_failed("a referenced key names no method");
+    }
+  } catch (const Error& e) {
+    expect_input_error(e);
+  }
+  const ProgramPtr tree = unpack_program(std::move(buffer));
+  const nb::ProgramT& program = *tree;
+  try {
+    for (size_t m = 0; m < program.methods.size(); ++m) {
+      auto problems = validate_method_structure(*program.methods[m], "fuzz");
+      if (m < in_place.size() && problems != in_place[m])
+        invariant_failed("the checks disagree on a flatbuffer and its object tree");
+    }
   } catch (const Error& e) {
     expect_input_error(e);
   }
@@ -33,7 +51,7 @@ inline void check_accepted_program(const nb::ProgramT& program) {
   }
   if (write_program_binary(*again) != bytes) invariant_failed("program round trip changed bytes");
 
-  // dump --json --graph prints this JSON; it must be printable and read back as a program.
+  // The JSON form must be printable and read back as a program.
   std::string json;
   try {
     json = program_to_json(program);

@@ -12,7 +12,7 @@ namespace {
 
 MergeInput fixture_input(const std::string& stem) {
   auto a = load_artifact(test::data_path(stem + ".json"));
-  return MergeInput{a.name, std::move(a.program), std::move(a.data), std::nullopt};
+  return MergeInput{a.name, unpack_program(std::move(a.program)), std::move(a.data), std::nullopt};
 }
 
 std::vector<MergeInput> both() {
@@ -134,12 +134,13 @@ TEST_CASE("one input's entry bound to two final keys gives both the same data") 
   // Both methods of one program read tok_embeddings.weight: the entry is
   // copied for the first final key and moved into the table for the second.
   auto program = load_artifact(test::data_path("two_methods.json"));
+  auto tree = unpack_program(std::move(program.program));
   auto data = load_artifact(test::data_path("prefill.safetensors"));
   const auto source = data.data.at("tok_embeddings.weight");
   // The methods' lifted constants differ in dtype; decode's takes prefill's
   // layout, so prefill's data serves both.
   auto lifted = [&](size_t method) -> nb::NamedTensorRefT& {
-    for (auto& c : program.program->methods.at(method)->constants) {
+    for (auto& c : tree->methods.at(method)->constants) {
       if (c->name == "c_lifted_tensor_constant0") return *c;
     }
     FAIL("no lifted constant");
@@ -150,8 +151,7 @@ TEST_CASE("one input's entry bound to two final keys gives both the same data") 
   for (const auto& dim : lifted(0).meta->sizes)
     lifted(1).meta->sizes.push_back(std::make_unique<nb::DimT>(*dim));
   std::vector<MergeInput> inputs;
-  inputs.push_back(
-      MergeInput{program.name, std::move(program.program), std::move(data.data), std::nullopt});
+  inputs.push_back(MergeInput{program.name, std::move(tree), std::move(data.data), std::nullopt});
   auto merged = merge_programs(std::move(inputs));
   for (const char* key : {"prefill/tok_embeddings.weight", "decode/tok_embeddings.weight"}) {
     INFO(key);
@@ -307,7 +307,8 @@ TEST_CASE("rejections name the method and keys") {
     auto a = load_artifact(test::data_path("two_methods.json"),
                            {test::data_path("prefill.safetensors")});
     std::vector<MergeInput> inputs;
-    inputs.push_back(MergeInput{a.name, std::move(a.program), std::move(a.data), std::string("x")});
+    inputs.push_back(MergeInput{a.name, unpack_program(std::move(a.program)), std::move(a.data),
+                                std::string("x")});
     require_error(std::move(inputs), ErrorCode::usage, {"2 methods"});
   }
 }

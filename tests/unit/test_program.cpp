@@ -4,6 +4,7 @@
 #include "ptepack/base/error.h"
 #include "ptepack/formats/program.h"
 #include "ptepack/io/input_file.h"
+#include "ptepack/model/program_access.h"
 #include "test_support.h"
 
 using namespace ptepack;
@@ -81,6 +82,46 @@ TEST_CASE("hostile program bytes are rejected with invalid_input") {
     CHECK_THROWS_WITH(read_program_json("{\"nope\": 1}", "x.json"),
                       Catch::Contains("invalid JSON program"));
   }
+}
+
+TEST_CASE("a union tag without its member is an input error (in place and unpacked)") {
+  // The verifier accepts a known union tag whose table is absent; the readers
+  // used to dereference it (a crash in dump and verify).
+  const std::string node = R"({"name": "n", "inputs": [{"name": "x", "arg": {"value_type":
+      "TensorArg"}}]})";
+  const std::string argument =
+      R"({"methods": [{"name": "m", "graph": {"nodes": [)" + node + "]}}]}";
+  const std::string quant = R"({"methods": [{"name": "m", "graph": {"nodes": []},
+      "constants": [{"name": "a", "data_key": "b", "meta": {"quant": {"scheme_type":
+      "AffineGroup"}}}]}]})";
+  for (const auto& [json, message] :
+       {std::pair{argument,
+                  "m.json: method 'm': node 'n': argument of type TensorArg has no value"},
+        std::pair{quant,
+                  "m.json: method 'm': tensor 'a': quant scheme of type AffineGroup has no "
+                  "value"}}) {
+    INFO(json);
+    try {
+      (void)read_program_json_buffer(json, "m.json");
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::invalid_input);
+      CHECK(std::string(e.what()) == message);
+    }
+    CHECK_THROWS_WITH(read_program_json(json, "m.json"), message);
+  }
+}
+
+TEST_CASE("a program buffer reads in place what its object tree holds") {
+  auto buffer = read_program_file_buffer(test::data_path("two_methods.ptg"));
+  REQUIRE(buffer);
+  const auto& root = buffer.root();
+  REQUIRE(root.methods()->size() == 2);
+  CHECK(access::text(root.methods()->Get(1)->name()) == "decode");
+  auto moved = std::move(buffer);  // the root stays valid: the bytes do not move
+  CHECK(&moved.root() == &root);
+  auto tree = unpack_program(std::move(moved));
+  CHECK(*tree == *read_program_file(test::data_path("two_methods.json")));
 }
 
 namespace {

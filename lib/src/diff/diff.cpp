@@ -21,7 +21,7 @@ namespace {
 
 // What diff compares of one artifact.
 struct Content {
-  std::map<std::string, const nb::MethodT*> methods;  // program graphs; null for .pte plans
+  std::map<std::string, const nb::Method*> methods;  // program graphs; null for .pte plans
   std::map<std::string, KeyState> keys;
   std::set<std::string> state;
   std::map<std::string, ShardFile> shard_files;  // directories: file -> size
@@ -32,8 +32,9 @@ struct Content {
 Content content_of(const Artifact& artifact, unsigned jobs) {
   Content c;
   if (artifact.program) {
-    for (const auto& m : artifact.program->methods) c.methods.emplace(m->name, m.get());
-    for (const auto& key : analyze_program_keys(*artifact.program).mutated) c.state.insert(key);
+    for (const auto& m : access::methods(artifact.program.root()))
+      c.methods.emplace(access::name(m), &m);
+    for (const auto key : ProgramKeys(artifact.program.root()).mutated()) c.state.emplace(key);
   }
   for (const auto& p : artifact.pte_programs) {
     for (const auto& plan : p.program.plans) c.methods.emplace(plan, nullptr);
@@ -68,6 +69,14 @@ Content content_of(const Artifact& artifact, unsigned jobs) {
     }
   }
   return c;
+}
+
+// Equal as programs, whatever their encoding: compared as object trees, one
+// method of each side at a time.
+bool same_method(const nb::Method& a, const nb::Method& b) {
+  const std::unique_ptr<nb::MethodT> x(a.UnPack());
+  const std::unique_ptr<nb::MethodT> y(b.UnPack());
+  return *x == *y;
 }
 
 template <typename Map, typename OnlyA, typename OnlyB, typename Both>
@@ -106,7 +115,7 @@ ArtifactDiff diff_artifacts(const std::filesystem::path& a, const std::filesyste
       left.methods, right.methods, [&](const auto& m) { d.methods_removed.push_back(m.first); },
       [&](const auto& m) { d.methods_added.push_back(m.first); },
       [&](const auto& x, const auto& y) {
-        if (x.second != nullptr && y.second != nullptr && !(*x.second == *y.second)) {
+        if (x.second != nullptr && y.second != nullptr && !same_method(*x.second, *y.second)) {
           d.methods_changed.push_back(x.first);
         }
       });
@@ -120,10 +129,10 @@ ArtifactDiff diff_artifacts(const std::filesystem::path& a, const std::filesyste
         if (x.second.shape != y.second.shape) change.changes.emplace_back("shape");
         if (!change.changes.empty()) d.keys_changed.push_back(std::move(change));
       });
-  std::set_difference(right.state.begin(), right.state.end(), left.state.begin(),
-                      left.state.end(), std::back_inserter(d.state_added));
-  std::set_difference(left.state.begin(), left.state.end(), right.state.begin(),
-                      right.state.end(), std::back_inserter(d.state_removed));
+  std::set_difference(right.state.begin(), right.state.end(), left.state.begin(), left.state.end(),
+                      std::back_inserter(d.state_added));
+  std::set_difference(left.state.begin(), left.state.end(), right.state.begin(), right.state.end(),
+                      std::back_inserter(d.state_removed));
   if (left.directory && right.directory) {
     ShardDiff shards;
     merge_walk(
@@ -168,10 +177,11 @@ std::string render_diff_text(const ArtifactDiff& d) {
     std::vector<std::string> parts;
     for (const auto& what : c.changes) {
       if (what == "bytes") {
-        parts.push_back(fmt::format("bytes {} -> {}", c.a.sha256.substr(0, 12),
-                                    c.b.sha256.substr(0, 12)));
+        parts.push_back(
+            fmt::format("bytes {} -> {}", c.a.sha256.substr(0, 12), c.b.sha256.substr(0, 12)));
       } else if (what == "dtype") {
-        parts.push_back(fmt::format("dtype {} -> {}", dtype_name(c.a.dtype), dtype_name(c.b.dtype)));
+        parts.push_back(
+            fmt::format("dtype {} -> {}", dtype_name(c.a.dtype), dtype_name(c.b.dtype)));
       } else {
         parts.push_back(fmt::format("shape [{}] -> [{}]", fmt::join(c.a.shape, ", "),
                                     fmt::join(c.b.shape, ", ")));
@@ -182,9 +192,8 @@ std::string render_diff_text(const ArtifactDiff& d) {
   names("state keys", d.state_added, d.state_removed, nullptr);
   if (d.shards) {
     const auto& s = *d.shards;
-    line(fmt::format("shards: {} new, {} gone, {} unchanged; {} to download again",
-                     s.added.size(), s.removed.size(), s.unchanged.size(),
-                     human_bytes(s.download_bytes)));
+    line(fmt::format("shards: {} new, {} gone, {} unchanged; {} to download again", s.added.size(),
+                     s.removed.size(), s.unchanged.size(), human_bytes(s.download_bytes)));
     for (const auto& f : s.added) line(fmt::format("  + {} ({} bytes)", f.file, f.size));
     for (const auto& f : s.removed) line(fmt::format("  - {}", f.file));
   }
@@ -210,7 +219,9 @@ std::string render_diff_json(const ArtifactDiff& d) {
          {"b", d.b},
          {"equivalent", d.equivalent()},
          {"methods",
-          {{"added", d.methods_added}, {"removed", d.methods_removed}, {"changed", d.methods_changed}}},
+          {{"added", d.methods_added},
+           {"removed", d.methods_removed},
+           {"changed", d.methods_changed}}},
          {"keys", {{"added", d.keys_added}, {"removed", d.keys_removed}, {"changed", changed}}},
          {"state", {{"added", d.state_added}, {"removed", d.state_removed}}}};
   if (d.shards) {

@@ -65,9 +65,9 @@ class Sink {
 
 std::string shape_text(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
-const nb::TensorMetaT* find_meta(const nb::GraphT& graph, const std::string& name) {
-  for (const auto& tv : graph.tensor_values) {
-    if (tv->name == name) return tv->meta.get();
+const nb::TensorMeta* find_meta(const nb::Graph& graph, std::string_view name) {
+  for (const auto& tv : access::tensor_values(graph)) {
+    if (access::name(tv) == name) return tv.meta();
   }
   return nullptr;
 }
@@ -128,8 +128,8 @@ std::vector<KeyRow> select_rows(std::vector<KeyRow> rows, const DumpOptions& o,
     }
     if (!o.method.empty()) {
       if (has_program) {
-        auto it = keys.keys.find(key);
-        if (it == keys.keys.end() || it->second.methods.count(o.method) == 0) return true;
+        const auto* use = keys.find(key);
+        if (use == nullptr || !keys.referenced_by(*use, o.method)) return true;
       } else if (!key.starts_with(method_prefix)) {
         return true;
       }
@@ -169,8 +169,8 @@ Breakdown breakdown_of(const std::vector<KeyRow>& rows, const ProgramKeys& keys,
   for (const auto& r : rows) {
     uint64_t bytes = r.data->bytes.size;
     count(b.by_dtype[std::string(dtype_name(r.data->dtype))], bytes);
-    if (auto it = keys.keys.find(*r.key); it != keys.keys.end()) {
-      for (const auto& m : it->second.methods) count(b.by_method[m], bytes);
+    if (const auto* use = keys.find(*r.key); use != nullptr) {
+      for (const auto m : keys.methods(*use)) count(b.by_method[std::string(m)], bytes);
     }
     if (!r.shard.empty()) count(b.by_shard[std::string(r.shard)], bytes);
     b.largest.push_back(&r);
@@ -297,44 +297,44 @@ void render_table(Sink& out, size_t count, const std::function<CellWidths(size_t
 // A tensor's dtype and shape are separate fields (null without a meta); a
 // dynamic dimension is {"max", "min"}, max null when unbounded. Fields sort
 // between them, so each is written on its own.
-void write_dtype(JsonWriter& w, const nb::TensorMetaT* meta) {
+void write_dtype(JsonWriter& w, const nb::TensorMeta* meta) {
   w.key("dtype");
   if (meta == nullptr) {
     w.null();
   } else {
-    w.value(dtype_name(static_cast<DType>(meta->dtype)));
+    w.value(dtype_name(static_cast<DType>(meta->dtype())));
   }
 }
 
-void write_shape(JsonWriter& w, const nb::TensorMetaT* meta) {
+void write_shape(JsonWriter& w, const nb::TensorMeta* meta) {
   w.key("shape");
   if (meta == nullptr) {
     w.null();
     return;
   }
   w.begin_array();
-  for (const auto& dim : meta->sizes) {
-    if (dim->min == dim->max) {
-      w.value(dim->min);
+  for (const auto& dim : access::sizes(*meta)) {
+    if (dim.min() == dim.max()) {
+      w.value(dim.min());
       continue;
     }
     w.begin_object();
     w.key("max");
-    if (dim->max < 0) {
+    if (dim.max() < 0) {
       w.null();
     } else {
-      w.value(dim->max);
+      w.value(dim.max());
     }
-    w.field("min", dim->min);
+    w.field("min", dim.min());
     w.end_object();
   }
   w.end_array();
 }
 
 // A graph's inputs or outputs: name, dtype and shape of each.
-void write_values(JsonWriter& w, const nb::GraphT& graph, const std::vector<std::string>& names) {
+void write_values(JsonWriter& w, const nb::Graph& graph, const access::StringRange& names) {
   w.begin_array();
-  for (const auto& name : names) {
+  for (const std::string_view name : names) {
     const auto* meta = find_meta(graph, name);
     w.begin_object();
     write_dtype(w, meta);
@@ -347,54 +347,55 @@ void write_values(JsonWriter& w, const nb::GraphT& graph, const std::vector<std:
 
 // One method of dump --json, fields in json_text's order, streamed: a method
 // can bind hundreds of thousands of constants. Text goes to `out` as it grows.
-void write_method(JsonWriter& w, const nb::MethodT& m, bool graph, Sink& out) {
+void write_method(JsonWriter& w, const nb::Method& m, bool graph, Sink& out) {
   constexpr size_t kDrain = 64 << 10;
+  const nb::Graph& g = access::graph(m);
   w.begin_object();
   w.key("constants");
   w.begin_array();
-  for (const auto& c : m.constants) {
+  for (const auto& c : access::constants(m)) {
     w.begin_object();
-    write_dtype(w, c->meta.get());
-    w.field("key", c->data_key);
-    w.field("kind", nb::EnumNameInputKind(c->kind));
-    w.field("mutated", c->mutated);
-    w.field("name", c->name);
-    w.field("quantized", c->meta->quant != nullptr);
-    write_shape(w, c->meta.get());
+    write_dtype(w, c.meta());
+    w.field("key", access::data_key(c));
+    w.field("kind", nb::EnumNameInputKind(c.kind()));
+    w.field("mutated", c.mutated());
+    w.field("name", access::name(c));
+    w.field("quantized", access::quantized(*c.meta()));
+    write_shape(w, c.meta());
     w.end_object();
     if (w.pending() >= kDrain) out.add(w.take());
   }
   w.end_array();
   if (graph) {
     w.key("graph");
-    w.dom(graph_json(*m.graph));
+    w.dom(graph_json(g));
   }
   w.key("inputs");
-  write_values(w, *m.graph, m.graph->inputs);
+  write_values(w, g, access::inputs(g));
   w.key("mutable_buffers");
   w.begin_array();
-  for (const auto& b : m.mutable_buffers) {
+  for (const auto& b : access::mutable_buffers(m)) {
     w.begin_object();
-    w.field("key", b->fqn);
-    w.field("name", b->name);
+    w.field("key", access::fqn(b));
+    w.field("name", access::name(b));
     w.end_object();
   }
   w.end_array();
-  w.field("name", m.name);
-  auto counts = count_nodes(*m.graph);
+  w.field("name", access::name(m));
+  auto counts = count_nodes(g);
   w.field("nodes", counts.nodes);
   w.key("output_specs");
   w.begin_array();
-  for (const auto& spec : m.output_specs) {
+  for (const auto& spec : access::output_specs(m)) {
     w.begin_object();
-    w.field("kind", nb::EnumNameOutputKind(spec->kind));
-    w.field("name", spec->name);
-    w.field("target", spec->target);
+    w.field("kind", nb::EnumNameOutputKind(spec.kind()));
+    w.field("name", access::name(spec));
+    w.field("target", access::target(spec));
     w.end_object();
   }
   w.end_array();
   w.key("outputs");
-  write_values(w, *m.graph, m.graph->outputs);
+  write_values(w, g, access::outputs(g));
   w.field("subgraphs", counts.subgraphs);
   w.end_object();
   out.add(w.take());
@@ -413,25 +414,25 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
   Sink out(write);
   auto artifact = load_artifact(path);
   ProgramKeys keys;
-  if (artifact.program) keys = analyze_program_keys(*artifact.program);
+  if (artifact.program) keys = ProgramKeys(artifact.program.root());
+  const auto mutated_keys = keys.mutated();
 
   // One row per key with data, plus referenced keys that have none (state buffers).
   // Every table here is ordered by key, and the rows come in key order.
   std::vector<KeyRow> rows;
   rows.reserve(artifact.data.size());
-  OrderedCursor mutated(keys.mutated);
-  OrderedCursor referenced(keys.keys);
+  OrderedCursor mutated(mutated_keys);
+  auto use = keys.uses().begin();
+  auto referenced = [&](const std::string& key) {
+    while (use != keys.uses().end() && use->key < key) ++use;
+    return use != keys.uses().end() && use->key == key;
+  };
   OrderedCursor aliases(artifact.aliases);
   const std::map<std::string, ManifestTensor> no_manifest;
   OrderedCursor listed(artifact.manifest ? artifact.manifest->tensors : no_manifest);
   for (const auto& [key, data] : artifact.data) {
-    KeyRow row{&key,
-               &data,
-               nullptr,
-               {},
-               {},
-               mutated.contains(key),
-               !artifact.program || referenced.contains(key)};
+    KeyRow row{
+        &key, &data, nullptr, {}, {}, mutated.contains(key), !artifact.program || referenced(key)};
     if (auto it = aliases.find(key); it != aliases.end()) row.alias_of = it->second;
     if (auto t = listed.find(key); t != listed.end()) {
       row.manifest_sha256 = &t->second.sha256;
@@ -440,8 +441,7 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
     }
     rows.push_back(row);
   }
-  std::set<std::string> state;
-  for (const auto& key : keys.mutated) state.insert(key);
+  const auto& state = mutated_keys;  // sorted, each once
 
   uint64_t referenced_bytes = 0, stored_bytes = 0, unreferenced_bytes = 0, unreferenced_keys = 0;
   for (const auto& r : rows) {
@@ -468,8 +468,8 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
                        ? referenced_bytes + unreferenced_bytes - stored_bytes
                        : 0;
   if (!options.method.empty() && artifact.program) {
-    std::vector<std::string> names;
-    for (const auto& m : artifact.program->methods) names.push_back(m->name);
+    std::vector<std::string_view> names;
+    for (const auto& m : access::methods(artifact.program.root())) names.push_back(access::name(m));
     if (std::find(names.begin(), names.end(), options.method) == names.end()) {
       fail(ErrorCode::usage, "{}: no method {} (methods: {})", artifact.name, quote(options.method),
            fmt::join(names, ", "));
@@ -487,7 +487,7 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
     }
   }
   const size_t total_keys = rows.size();
-  rows = select_rows(std::move(rows), options, keys, artifact.program != nullptr);
+  rows = select_rows(std::move(rows), options, keys, static_cast<bool>(artifact.program));
 
   // Digests of the rows shown (a manifest already lists them; --no-hash skips them).
   std::vector<Digest> digests;
@@ -542,9 +542,10 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
       w.begin_object();
       w.key("methods");
       w.begin_array();
-      for (const auto& m : artifact.program->methods) write_method(w, *m, options.graph, out);
+      for (const auto& m : access::methods(artifact.program.root()))
+        write_method(w, m, options.graph, out);
       w.end_array();
-      w.field("version", artifact.program->version);
+      w.field("version", access::version(artifact.program.root()));
       w.end_object();
     } else {
       w.null();
@@ -650,34 +651,37 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
   line(fmt::format("{} ({})", artifact.name, artifact_kind_name(artifact.kind)));
   out.add(programs.text);
   if (artifact.program) {
-    line(fmt::format("\nmethods: {}", artifact.program->methods.size()));
-    for (const auto& m : artifact.program->methods) {
-      auto counts = count_nodes(*m->graph);
-      line(fmt::format("  {}  ({} nodes, {} subgraphs, {} constants, {} mutable buffers)", m->name,
-                       counts.nodes, counts.subgraphs, m->constants.size(),
-                       m->mutable_buffers.size()));
-      for (const auto& name : m->graph->inputs) {
-        const auto* meta = find_meta(*m->graph, name);
+    const auto methods = access::methods(artifact.program.root());
+    line(fmt::format("\nmethods: {}", methods.size()));
+    for (const auto& m : methods) {
+      const nb::Graph& g = access::graph(m);
+      auto counts = count_nodes(g);
+      line(fmt::format("  {}  ({} nodes, {} subgraphs, {} constants, {} mutable buffers)",
+                       access::name(m), counts.nodes, counts.subgraphs, access::constants(m).size(),
+                       access::mutable_buffers(m).size()));
+      for (const std::string_view name : access::inputs(g)) {
+        const auto* meta = find_meta(g, name);
         line(fmt::format("    input   {} {}", name, meta ? describe_meta(*meta) : ""));
       }
-      for (const auto& name : m->graph->outputs) {
-        const auto* meta = find_meta(*m->graph, name);
+      for (const std::string_view name : access::outputs(g)) {
+        const auto* meta = find_meta(g, name);
         std::string kind;
-        for (const auto& s : m->output_specs) {
-          if (s->name == name)
-            kind = s->target.empty()
-                       ? nb::EnumNameOutputKind(s->kind)
-                       : fmt::format("{} -> {}", nb::EnumNameOutputKind(s->kind), s->target);
+        for (const auto& s : access::output_specs(m)) {
+          if (access::name(s) == name)
+            kind =
+                access::target(s).empty()
+                    ? std::string(nb::EnumNameOutputKind(s.kind()))
+                    : fmt::format("{} -> {}", nb::EnumNameOutputKind(s.kind()), access::target(s));
         }
         line(fmt::format("    output  {} {} {}", name, meta ? describe_meta(*meta) : "", kind));
       }
-      for (const auto& c : m->constants) {
-        line(fmt::format("    binds   {} <- {}{}", c->name, c->data_key,
-                         c->mutated ? " (mutated)" : ""));
+      for (const auto& c : access::constants(m)) {
+        line(fmt::format("    binds   {} <- {}{}", access::name(c), access::data_key(c),
+                         c.mutated() ? " (mutated)" : ""));
       }
-      for (const auto& b : m->mutable_buffers)
-        line(fmt::format("    buffer  {} <- {}", b->name, b->fqn));
-      if (options.graph) out.add(graph_text(*m->graph, 6));
+      for (const auto& b : access::mutable_buffers(m))
+        line(fmt::format("    buffer  {} <- {}", access::name(b), access::fqn(b)));
+      if (options.graph) out.add(graph_text(g, 6));
     }
   }
   std::map<std::string, size_t, std::less<>> shard_number;
@@ -743,7 +747,8 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
   if (artifact.program) {
     line(fmt::format("\nstate keys: {}", state.size()));
     for (const auto& k : state)
-      line(fmt::format("  {}{}", k, artifact.data.count(k) ? "" : "  (no data: zero-initialised)"));
+      line(fmt::format("  {}{}", k,
+                       artifact.data.count(std::string(k)) ? "" : "  (no data: zero-initialised)"));
   }
   if (artifact.manifest) {
     const auto& m = *artifact.manifest;

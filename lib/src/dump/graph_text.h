@@ -13,9 +13,9 @@ struct NodeCounts {
   size_t subgraphs = 0;  // GraphArg subgraphs at any depth
 };
 
-[[nodiscard]] NodeCounts count_nodes(const nb::GraphT& graph);
+[[nodiscard]] NodeCounts count_nodes(const nb::Graph& graph);
 // One line per node, `indent` spaces deep; subgraphs indented further.
-[[nodiscard]] std::string graph_text(const nb::GraphT& graph, size_t indent);
-[[nodiscard]] nlohmann::json graph_json(const nb::GraphT& graph);
+[[nodiscard]] std::string graph_text(const nb::Graph& graph, size_t indent);
+[[nodiscard]] nlohmann::json graph_json(const nb::Graph& graph);
 
 }  // namespace ptepack

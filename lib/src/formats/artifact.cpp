@@ -66,8 +66,8 @@ void load_package(Artifact& a) {
   if (zip::crc32_update(0, bytes) != program->crc32) {
     fail_input("{}:program.ptg: CRC-32 does not match the stored bytes (corrupt package)", a.name);
   }
-  a.program = read_program_binary(bytes, a.name + ":program.ptg");
   a.program_file_bytes = bytes.size();
+  a.program = read_program_buffer(std::move(bytes), a.name + ":program.ptg");
   if (weights != nullptr) {
     // The package carries no digests, only CRC-32s: check them so a damaged
     // package is never repacked or shown as if whole.
@@ -164,8 +164,8 @@ void load_graph_program(Artifact& a, const DirectoryPaths& paths, const Manifest
     fail_input("{}: size or SHA-256 differs from the manifest (corrupt input)",
                program_file->name());
   }
-  a.program = read_program_binary(program_bytes, program_file->name());
   a.program_file_bytes = program_bytes.size();
+  a.program = read_program_buffer(std::move(program_bytes), program_file->name());
 }
 
 void load_shards(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
@@ -323,7 +323,7 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
     return a;
   }
   a.kind = ArtifactKind::program;
-  a.program = read_program_file(path, &a.program_file_bytes);
+  a.program = read_program_file_buffer(path, &a.program_file_bytes);
   std::vector<fs::path> sources = data_paths;
   if (sources.empty() && use_default_data) {
     auto stem = path;

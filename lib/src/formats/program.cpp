@@ -13,6 +13,7 @@
 #include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
 #include "ptepack/io/input_file.h"
+#include "ptepack/model/program_access.h"
 #include "ptepack/model/tensor.h"
 
 namespace ptepack {
@@ -42,85 +43,90 @@ std::string shown_utf8(std::string_view text) {
   return quote(out);
 }
 
-// Rejects what the verifier lets through: enum values and union tags outside the schema, and
-// strings that are not UTF-8 (FlatBuffers strings are UTF-8; dump --json, manifests and every
-// message that names them rely on it).
-class EnumChecker {
+// Rejects what the verifier lets through: enum values and union tags outside the schema, a
+// union tag without its member, subgraphs nested too deep, and strings that are not UTF-8
+// (FlatBuffers strings are UTF-8; dump --json, manifests and every message that names them
+// rely on it) or hold a NUL. Runs on the verified flatbuffer, before anything reads it.
+class EncodingChecker {
  public:
-  explicit EnumChecker(const std::string& context) : context_(context) {}
+  explicit EncodingChecker(const std::string& context) : context_(context) {}
 
-  void check(const nb::ProgramT& program) {
+  void check(const nb::Program& program) {
     where_ = "program";
-    text("version", program.version);
-    for (size_t m = 0; m < program.methods.size(); ++m) {
-      const auto& method = program.methods[m];
-      where_ = fmt::format("methods[{}]", m);
-      text("method name", method->name);
-      where_ = fmt::format("method {}", quote(method->name));
-      check_graph(*method->graph, 0);
-      for (const auto& c : method->constants) {
-        text("constant", c->name);
-        text("data key", c->data_key);
-        check_meta(*c->meta, c->name);
-        if (!enum_in_range(c->kind, {0, 1, 2, 3})) bad("constant", c->name, "kind", c->kind);
+    text("version", program.version());
+    size_t m = 0;
+    for (const nb::Method* method : *program.methods()) {
+      where_ = fmt::format("methods[{}]", m++);
+      text("method name", method->name());
+      where_ = fmt::format("method {}", quote(access::text(method->name())));
+      check_graph(*method->graph(), 0);
+      for (const auto& c : access::tables(method->constants())) {
+        text("constant", c.name());
+        text("data key", c.data_key());
+        check_meta(*c.meta(), c.name());
+        if (!enum_in_range(c.kind(), {0, 1, 2, 3})) bad("constant", c.name(), "kind", c.kind());
       }
-      for (const auto& spec : method->output_specs) {
-        text("output spec", spec->name);
-        text("output spec target", spec->target);
-        if (!enum_in_range(spec->kind, {0, 1, 2}))
-          bad("output spec", spec->name, "kind", spec->kind);
+      for (const auto& spec : access::tables(method->output_specs())) {
+        text("output spec", spec.name());
+        text("output spec target", spec.target());
+        if (!enum_in_range(spec.kind(), {0, 1, 2}))
+          bad("output spec", spec.name(), "kind", spec.kind());
       }
-      for (const auto& buffer : method->mutable_buffers) {
-        text("mutable buffer", buffer->name);
-        text("mutable buffer fqn", buffer->fqn);
+      for (const auto& buffer : access::tables(method->mutable_buffers())) {
+        text("mutable buffer", buffer.name());
+        text("mutable buffer fqn", buffer.fqn());
       }
     }
   }
 
  private:
-  void text(std::string_view what, const std::string& value) {
+  using Strings = flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>;
+
+  void text(std::string_view what, const flatbuffers::String* string) {
+    const std::string_view value = access::text(string);
     if (!is_utf8(value)) {
       fail_input("{}: {}: {} {} is not valid UTF-8", context_, where_, what, shown_utf8(value));
     }
     // Names are looked up as C strings by runtimes: one with a NUL is unreachable.
-    if (value.find('\0') != std::string::npos) {
+    if (value.find('\0') != std::string_view::npos) {
       fail_input("{}: {}: {} {} contains a NUL byte", context_, where_, what, shown_utf8(value));
     }
   }
 
-  void texts(std::string_view what, const std::vector<std::string>& values) {
-    for (const auto& value : values) text(what, value);
+  void texts(std::string_view what, const Strings* values) {
+    if (values == nullptr) return;
+    for (const flatbuffers::String* value : *values) text(what, value);
   }
 
   // The strings an argument of any type holds (value names, refs, string constants).
-  void check_argument_texts(const nb::ArgumentValueUnion& value) {
-    switch (value.type) {
+  void check_argument_texts(const nb::Argument& arg) {
+    switch (arg.value_type()) {
       case nb::ArgumentValue::TensorArg:
-        text("tensor argument", value.AsTensorArg()->name);
+        text("tensor argument", arg.value_as_TensorArg()->name());
         break;
       case nb::ArgumentValue::IntArg:
-        text("argument ref", value.AsIntArg()->ref);
+        text("argument ref", arg.value_as_IntArg()->ref());
         break;
       case nb::ArgumentValue::FloatArg:
-        text("argument ref", value.AsFloatArg()->ref);
+        text("argument ref", arg.value_as_FloatArg()->ref());
         break;
       case nb::ArgumentValue::BoolArg:
-        text("argument ref", value.AsBoolArg()->ref);
+        text("argument ref", arg.value_as_BoolArg()->ref());
         break;
       case nb::ArgumentValue::StringArg:
-        text("string argument", value.AsStringArg()->value);
+        text("string argument", arg.value_as_StringArg()->value());
         break;
       case nb::ArgumentValue::IntListArg:
-        texts("argument ref", value.AsIntListArg()->refs);
+        texts("argument ref", arg.value_as_IntListArg()->refs());
         break;
       case nb::ArgumentValue::TensorListArg:
-        texts("tensor list argument", value.AsTensorListArg()->names);
+        texts("tensor list argument", arg.value_as_TensorListArg()->names());
         break;
       case nb::ArgumentValue::OptionalTensorListArg:
-        texts("tensor list argument", value.AsOptionalTensorListArg()->names);
+        texts("tensor list argument", arg.value_as_OptionalTensorListArg()->names());
         break;
       case nb::ArgumentValue::GraphArg:
-        text("graph argument", value.AsGraphArg()->name);
+        text("graph argument", arg.value_as_GraphArg()->name());
         break;
       default:
         break;
@@ -128,71 +134,83 @@ class EnumChecker {
   }
 
   template <typename Enum>
-  [[noreturn]] void bad(std::string_view what, std::string_view name, std::string_view field,
-                        Enum value) {
-    fail_input("{}: {}: {} {}: unknown {} value {}", context_, where_, what, quote(name), field,
-               static_cast<int>(value));
+  [[noreturn]] void bad(std::string_view what, const flatbuffers::String* name,
+                        std::string_view field, Enum value) {
+    fail_input("{}: {}: {} {}: unknown {} value {}", context_, where_, what,
+               quote(access::text(name)), field, static_cast<int>(value));
   }
 
-  void check_dtype(nb::ScalarType dtype, std::string_view name, std::string_view field) {
+  [[noreturn]] void missing(std::string_view what, const flatbuffers::String* name,
+                            std::string_view field, std::string_view tag) {
+    fail_input("{}: {}: {} {}: {} of type {} has no value", context_, where_, what,
+               quote(access::text(name)), field, tag);
+  }
+
+  void check_dtype(nb::ScalarType dtype, const flatbuffers::String* name, std::string_view field) {
     if (!dtype_from_program_id(static_cast<int>(dtype))) bad("tensor", name, field, dtype);
   }
 
-  void check_meta(const nb::TensorMetaT& meta, std::string_view name) {
-    check_dtype(meta.dtype, name, "dtype");
-    if (!meta.quant) return;
-    const auto& scheme = meta.quant->scheme;
-    if (scheme.type == nb::QuantScheme::AffineGroup) {
-      text("scale data key", scheme.AsAffineGroup()->scale_data_key);
-      text("zero point data key", scheme.AsAffineGroup()->zero_point_data_key);
-      check_dtype(scheme.AsAffineGroup()->scale_dtype, name, "scale_dtype");
-      check_dtype(scheme.AsAffineGroup()->zero_point_dtype, name, "zero_point_dtype");
-    } else if (scheme.type != nb::QuantScheme::PackedQuant || scheme.value == nullptr) {
-      bad("tensor", name, "quant scheme", scheme.type);
+  void check_meta(const nb::TensorMeta& meta, const flatbuffers::String* name) {
+    check_dtype(meta.dtype(), name, "dtype");
+    const nb::QuantSpec* quant = meta.quant();
+    if (quant == nullptr) return;
+    if (const nb::AffineGroup* group = quant->scheme_as_AffineGroup(); group != nullptr) {
+      text("scale data key", group->scale_data_key());
+      text("zero point data key", group->zero_point_data_key());
+      check_dtype(group->scale_dtype(), name, "scale_dtype");
+      check_dtype(group->zero_point_dtype(), name, "zero_point_dtype");
+    } else if (const nb::PackedQuant* packed = quant->scheme_as_PackedQuant(); packed != nullptr) {
+      text("quant codec", packed->codec());
+    } else if (quant->scheme_type() == nb::QuantScheme::NONE ||
+               nb::EnumNameQuantScheme(quant->scheme_type())[0] == '\0') {
+      bad("tensor", name, "quant scheme", quant->scheme_type());
     } else {
-      text("quant codec", scheme.AsPackedQuant()->codec);
+      // The verifier accepts a known tag whose member is absent.
+      missing("tensor", name, "quant scheme", nb::EnumNameQuantScheme(quant->scheme_type()));
     }
   }
 
-  void check_graph(const nb::GraphT& graph, int depth) {
+  void check_graph(const nb::Graph& graph, int depth) {
     if (depth > Limits::max_graph_depth) {
       fail_input("{}: {}: subgraphs nested deeper than {} levels", context_, where_,
                  Limits::max_graph_depth);
     }
-    texts("graph input", graph.inputs);
-    texts("graph output", graph.outputs);
-    for (const auto& tv : graph.tensor_values) {
-      text("tensor value", tv->name);
-      check_meta(*tv->meta, tv->name);
+    texts("graph input", graph.inputs());
+    texts("graph output", graph.outputs());
+    for (const auto& tv : access::tables(graph.tensor_values())) {
+      text("tensor value", tv.name());
+      check_meta(*tv.meta(), tv.name());
     }
-    for (const auto& node : graph.nodes) {
-      text("node", node->name);
-      text("node target", node->target);
-      for (const auto& kv : node->metadata) {
-        text("node metadata key", kv->key);
-        text("node metadata value", kv->value);
+    for (const auto& node : access::tables(graph.nodes())) {
+      text("node", node.name());
+      text("node target", node.target());
+      for (const auto& kv : access::tables(node.metadata())) {
+        text("node metadata key", kv.key());
+        text("node metadata value", kv.value());
       }
-      if (!enum_in_range(node->op_kind, {0, 1, 2}))
-        bad("node", node->name, "op_kind", node->op_kind);
-      for (const auto& out : node->outputs) {
-        text("output", out->name);
-        text("output alias", out->alias_of);
-        texts("output name", out->names);
-        if (!enum_in_range(out->kind, {0, 1, 2, 3, 4})) bad("output", out->name, "kind", out->kind);
+      if (!enum_in_range(node.op_kind(), {0, 1, 2}))
+        bad("node", node.name(), "op_kind", node.op_kind());
+      for (const auto& out : access::tables(node.outputs())) {
+        text("output", out.name());
+        text("output alias", out.alias_of());
+        texts("output name", out.names());
+        if (!enum_in_range(out.kind(), {0, 1, 2, 3, 4}))
+          bad("output", out.name(), "kind", out.kind());
       }
-      for (const auto& input : node->inputs) {
-        text("argument name", input->name);
-        const auto& value = input->arg->value;
-        auto tag = static_cast<int>(value.type);
-        if (tag < 1 || tag > 13 || value.value == nullptr) {
-          bad("node", node->name, "argument type", value.type);
+      for (const auto& input : access::tables(node.inputs())) {
+        text("argument name", input.name());
+        const nb::Argument& arg = *input.arg();
+        auto tag = static_cast<int>(arg.value_type());
+        if (tag < 1 || tag > 13) bad("node", node.name(), "argument type", arg.value_type());
+        if (arg.value() == nullptr) {
+          missing("node", node.name(), "argument", nb::EnumNameArgumentValue(arg.value_type()));
         }
-        check_argument_texts(value);
-        if (value.type == nb::ArgumentValue::ScalarTypeArg) {
-          check_dtype(value.AsScalarTypeArg()->value, node->name, "scalar type argument");
+        check_argument_texts(arg);
+        if (const auto* scalar = arg.value_as_ScalarTypeArg(); scalar != nullptr) {
+          check_dtype(scalar->value(), node.name(), "scalar type argument");
         }
-        if (value.type == nb::ArgumentValue::GraphArg) {
-          check_graph(*value.AsGraphArg()->graph, depth + 1);
+        if (const auto* sub = arg.value_as_GraphArg(); sub != nullptr) {
+          check_graph(*sub->graph(), depth + 1);
         }
       }
     }
@@ -234,7 +252,10 @@ bool looks_like_program_binary(std::span<const uint8_t> head) {
   return head.size() >= 8 && std::equal(head.begin() + 4, head.begin() + 8, "NPTG");
 }
 
-ProgramPtr read_program_binary(std::span<const uint8_t> bytes, const std::string& context) {
+namespace {
+
+// Every check of ProgramBuffer on `bytes`; returns the root.
+const nb::Program& check_program_bytes(std::span<const uint8_t> bytes, const std::string& context) {
   if (bytes.size() < 8) fail_input("{}: too short for a program ({} bytes)", context, bytes.size());
   if (bytes.size() >= FLATBUFFERS_MAX_BUFFER_SIZE || bytes.size() > Limits::max_program_bytes) {
     fail_input("{}: program of {} bytes exceeds the limit", context, bytes.size());
@@ -260,46 +281,95 @@ ProgramPtr read_program_binary(std::span<const uint8_t> bytes, const std::string
       fail_input("{}: program has a misaligned [long] or [double] list (corrupt)", context);
     }
   }
-  ProgramPtr program;
-  {
-    // One program is unpacked at a time in a process. An unpack holds the
-    // flatbuffer and the growing object tree, the reader's largest moment;
-    // two at once (pack reads its inputs on -j threads) made that pack's
-    // peak memory. Parsing JSON text, the longer step, still runs in parallel.
-    static std::mutex one_unpack;
-    std::lock_guard lock(one_unpack);
-    program.reset(root->UnPack());
-  }
-  EnumChecker(context).check(*program);
-  return program;
+  EncodingChecker(context).check(*root);
+  return *root;
 }
 
-ProgramPtr read_program_json(std::string_view text, const std::string& context) {
+ProgramPtr unpack_root(const nb::Program& root) {
+  // One program is unpacked at a time in a process. An unpack holds the
+  // flatbuffer and the growing object tree, the reader's largest moment;
+  // two at once (pack reads its inputs on -j threads) made that pack's
+  // peak memory. Parsing JSON text, the longer step, still runs in parallel.
+  static std::mutex one_unpack;
+  std::lock_guard lock(one_unpack);
+  return ProgramPtr(root.UnPack());
+}
+
+std::string_view as_text(const std::vector<uint8_t>& bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+}  // namespace
+
+// Builds checked buffers from owned bytes.
+class ProgramBufferAccess {
+ public:
+  template <typename Bytes>
+  static ProgramBuffer make(Bytes bytes, const std::string& context) {
+    ProgramBuffer buffer;
+    const std::span<const uint8_t> view(bytes.data(), bytes.size());
+    const nb::Program& root = check_program_bytes(view, context);
+    buffer.storage_ = std::move(bytes);  // the heap block, so `root`, stays where it is
+    buffer.root_ = &root;
+    return buffer;
+  }
+  static void release(ProgramBuffer& buffer) {
+    buffer.storage_ = std::vector<uint8_t>();
+    buffer.root_ = nullptr;
+  }
+};
+
+size_t ProgramBuffer::size() const {
+  return std::visit([](const auto& bytes) { return static_cast<size_t>(bytes.size()); }, storage_);
+}
+
+ProgramBuffer read_program_buffer(std::vector<uint8_t> bytes, const std::string& context) {
+  return ProgramBufferAccess::make(std::move(bytes), context);
+}
+
+ProgramBuffer read_program_json_buffer(std::string_view text, const std::string& context) {
   if (text.size() > Limits::max_program_bytes) {
     fail_input("{}: JSON program of {} bytes exceeds the limit", context, text.size());
   }
-  auto binary = program_json_to_binary(text, context);
-  return read_program_binary({binary.data(), binary.size()}, context);
+  return ProgramBufferAccess::make(program_json_to_binary(text, context), context);
 }
 
-ProgramPtr read_program_file(const std::filesystem::path& path, uint64_t* file_bytes) {
+ProgramBuffer read_program_file_buffer(const std::filesystem::path& path, uint64_t* file_bytes) {
   auto file = InputFile::open(path);
   if (file_bytes != nullptr) *file_bytes = file->size();
   if (file->size() > Limits::max_program_bytes) {
     fail_input("{}: program file of {} bytes exceeds the limit", file->name(), file->size());
   }
   auto bytes = file->read_range(0, file->size());
-  if (looks_like_program_binary(bytes)) return read_program_binary(bytes, file->name());
+  if (looks_like_program_binary(bytes)) return read_program_buffer(std::move(bytes), file->name());
   auto first = std::find_if(bytes.begin(), bytes.end(), [](uint8_t c) { return !std::isspace(c); });
   if (first == bytes.end() || *first != '{') {
     fail_input("{}: neither a .ptg program (identifier NPTG) nor a JSON program", file->name());
   }
-  auto binary = program_json_to_binary(
-      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), file->name());
+  auto binary = program_json_to_binary(as_text(bytes), file->name());
   // The text is not needed once the flatbuffer is built: free it (assigning {}
   // would keep its capacity).
   std::vector<uint8_t>().swap(bytes);
-  return read_program_binary({binary.data(), binary.size()}, file->name());
+  return ProgramBufferAccess::make(std::move(binary), file->name());
+}
+
+ProgramPtr unpack_program(ProgramBuffer buffer) {
+  if (!buffer) return nullptr;
+  auto program = unpack_root(buffer.root());
+  ProgramBufferAccess::release(buffer);
+  return program;
+}
+
+ProgramPtr read_program_binary(std::span<const uint8_t> bytes, const std::string& context) {
+  return unpack_root(check_program_bytes(bytes, context));
+}
+
+ProgramPtr read_program_json(std::string_view text, const std::string& context) {
+  return unpack_program(read_program_json_buffer(text, context));
+}
+
+ProgramPtr read_program_file(const std::filesystem::path& path, uint64_t* file_bytes) {
+  return unpack_program(read_program_file_buffer(path, file_bytes));
 }
 
 namespace {

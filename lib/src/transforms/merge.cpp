@@ -186,7 +186,9 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs, bool
     for (size_t method_index = 0; method_index < input.program->methods.size(); ++method_index) {
       auto& method = input.program->methods[method_index];
       const std::string& method_name = method->name;
-      buffer_decls.add_method(*method, out.state, state_key, decl_problems);
+      buffer_decls.add_method(
+          *method, [&](const std::string& key) { return out.state.count(key) > 0; }, state_key,
+          decl_problems);
       if (!decl_problems.empty())
         throw Error(ErrorCode::conflict, input.name + ": " + decl_problems.front());
       // Data checks use the source keys, before renaming.
@@ -210,7 +212,7 @@ MergedProgram merge_programs(std::vector<MergeInput> inputs, unsigned jobs, bool
                         quote(buffer->name), quote(buffer->fqn)));
         if (!problem.empty()) throw Error(ErrorCode::invalid_input, problem);
       }
-      for_each_tensor_meta(*method, [&](const nb::TensorMetaT& meta, const std::string& name) {
+      for_each_tensor_meta(*method, [&](const nb::TensorMetaT& meta, std::string_view name) {
         auto found = quant_data_problems(meta, name, data_of, method_name, input.name);
         if (!found.empty()) throw Error(ErrorCode::invalid_input, found.front());
       });

@@ -18,6 +18,7 @@ namespace {
 // prefixes.
 using NameSet = detail::ViewSet;
 
+template <typename Graph>
 class ScopeChecker {
  public:
   ScopeChecker(std::vector<std::string>& problems, std::string where)
@@ -25,146 +26,160 @@ class ScopeChecker {
 
   // bound: names defined before the first node (graph inputs and, at the top
   // level, the method's bindings).
-  void check(const nb::GraphT& graph, const std::vector<std::string_view>& bound, int depth) {
+  void check(const Graph& graph, const std::vector<std::string_view>& bound, int depth) {
     graph_ = &graph;
+    const auto nodes = access::nodes(graph);
     bound_.reserve(bound.size());
     for (auto name : bound) {
-      if (!bound_.insert(name))
-        report("duplicate SSA name {} among inputs and bindings", std::string(name));
+      if (!bound_.insert(name)) report("duplicate SSA name {} among inputs and bindings", name);
     }
     NameSet defined;
-    defined.reserve(bound_.size() + graph.nodes.size());
+    defined.reserve(bound_.size() + nodes.size());
     bound_.for_each([&defined](std::string_view name) { defined.insert(name); });
     NameSet node_names;
-    node_names.reserve(graph.nodes.size());
-    for (const auto& node : graph.nodes) {
-      if (!node_names.insert(node->name)) report("duplicate node name {}", node->name);
-      if (node->op_kind == nb::OpKind::PLACEHOLDER) {
-        check_placeholder(*node);
+    node_names.reserve(nodes.size());
+    for (const auto& node : nodes) {
+      if (!node_names.insert(access::name(node)))
+        report("duplicate node name {}", access::name(node));
+      if (access::op_kind(node) == nb::OpKind::PLACEHOLDER) {
+        check_placeholder(node);
         continue;
       }
-      for (const auto& input : node->inputs) check_argument(*node, *input->arg, defined, depth);
-      for (const auto& out : node->outputs) {
-        if (!out->alias_of.empty()) use(*node, out->alias_of, defined, "alias_of");
-        define(out->name, defined);
-        for (const auto& name : out->names) define(name, defined);
+      for (const auto& input : access::inputs(node))
+        check_argument(node, access::arg(input), defined, depth);
+      for (const auto& out : access::outputs(node)) {
+        if (!access::alias_of(out).empty()) use(node, access::alias_of(out), defined, "alias_of");
+        define(access::name(out), defined);
+        for (std::string_view name : access::names(out)) define(name, defined);
       }
     }
-    for (const auto& name : graph.outputs) {
+    for (std::string_view name : access::outputs(graph)) {
       if (!defined.contains(name)) report("graph output {} is not defined", name);
     }
+    const auto values = access::tensor_values(graph);
     NameSet described;
-    described.reserve(graph.tensor_values.size());
-    for (const auto& tv : graph.tensor_values) {
-      if (!described.insert(tv->name)) report("duplicate tensor_values entry {}", tv->name);
-      if (!defined.contains(tv->name)) report("tensor_values entry {} names no value", tv->name);
+    described.reserve(values.size());
+    for (const auto& tv : values) {
+      if (!described.insert(access::name(tv)))
+        report("duplicate tensor_values entry {}", access::name(tv));
+      if (!defined.contains(access::name(tv)))
+        report("tensor_values entry {} names no value", access::name(tv));
     }
     defined_ = std::move(defined);
     described_ = std::move(described);
   }
 
-  [[nodiscard]] bool is_defined(const std::string& name) const { return defined_.contains(name); }
-  [[nodiscard]] bool is_described(const std::string& name) const {
-    return described_.contains(name);
-  }
+  [[nodiscard]] bool is_defined(std::string_view name) const { return defined_.contains(name); }
+  [[nodiscard]] bool is_described(std::string_view name) const { return described_.contains(name); }
 
   template <typename... Args>
-  void report(fmt::format_string<std::string, Args...> format, const std::string& name,
+  void report(fmt::format_string<std::string, Args...> format, std::string_view name,
               Args&&... args) {
     problems_.push_back(where_ + ": " +
                         fmt::format(format, quote(name), std::forward<Args>(args)...));
   }
 
  private:
+  using Node = std::remove_cvref_t<decltype(*access::nodes(std::declval<const Graph&>()).begin())>;
+  using Argument = std::remove_cvref_t<decltype(access::arg(
+      *access::inputs(std::declval<const Node&>()).begin()))>;
+
   // Every value the graph's nodes define, to tell a forward reference from an
   // unresolved name: needed only once a use fails.
   void collect_definitions() {
     if (collected_) return;
     collected_ = true;
-    for (const auto& node : graph_->nodes) {
-      if (node->op_kind == nb::OpKind::PLACEHOLDER) continue;
-      for (const auto& out : node->outputs) {
-        all_definitions_.insert(out->name);
-        for (const auto& name : out->names) all_definitions_.insert(name);
+    for (const auto& node : access::nodes(*graph_)) {
+      if (access::op_kind(node) == nb::OpKind::PLACEHOLDER) continue;
+      for (const auto& out : access::outputs(node)) {
+        all_definitions_.insert(access::name(out));
+        for (std::string_view name : access::names(out)) all_definitions_.insert(name);
       }
     }
   }
 
-  void check_placeholder(const nb::NodeT& node) {
-    if (!bound_.contains(node.name)) {
-      report("placeholder {} is not bound by a graph input or binding", node.name);
+  void check_placeholder(const Node& node) {
+    if (!bound_.contains(access::name(node))) {
+      report("placeholder {} is not bound by a graph input or binding", access::name(node));
     }
-    for (const auto& out : node.outputs) {
-      if (out->name != node.name && !bound_.contains(out->name)) {
-        report("placeholder output {} is not bound by a graph input or binding", out->name);
+    for (const auto& out : access::outputs(node)) {
+      if (access::name(out) != access::name(node) && !bound_.contains(access::name(out))) {
+        report("placeholder output {} is not bound by a graph input or binding", access::name(out));
       }
     }
   }
 
-  void define(const std::string& name, NameSet& defined) {
+  void define(std::string_view name, NameSet& defined) {
     if (!defined.insert(name)) report("duplicate SSA name {}", name);
   }
 
-  void use(const nb::NodeT& node, const std::string& name, const NameSet& defined,
-           std::string_view what) {
+  void use(const Node& node, std::string_view name, const NameSet& defined, std::string_view what) {
     if (defined.contains(name)) return;
     collect_definitions();
     if (all_definitions_.contains(name)) {
-      report("node {} uses {} ({}) before it is defined (forward reference)", node.name,
+      report("node {} uses {} ({}) before it is defined (forward reference)", access::name(node),
              quote(name), what);
     } else {
-      report("node {} uses unresolved name {} ({})", node.name, quote(name), what);
+      report("node {} uses unresolved name {} ({})", access::name(node), quote(name), what);
     }
   }
 
-  void check_argument(const nb::NodeT& node, const nb::ArgumentT& arg, const NameSet& defined,
-                      int depth) {
-    const auto& v = arg.value;
-    switch (v.type) {
+  void check_argument(const Node& node, const Argument& arg, const NameSet& defined, int depth) {
+    switch (access::type(arg)) {
       case nb::ArgumentValue::TensorArg:
-        use(node, v.AsTensorArg()->name, defined, "tensor");
+        use(node, access::name(*access::tensor_arg(arg)), defined, "tensor");
         break;
       case nb::ArgumentValue::IntArg:
-        if (!v.AsIntArg()->ref.empty()) use(node, v.AsIntArg()->ref, defined, "int ref");
+        if (!access::ref(*access::int_arg(arg)).empty())
+          use(node, access::ref(*access::int_arg(arg)), defined, "int ref");
         break;
       case nb::ArgumentValue::FloatArg:
-        if (!v.AsFloatArg()->ref.empty()) use(node, v.AsFloatArg()->ref, defined, "float ref");
+        if (!access::ref(*access::float_arg(arg)).empty())
+          use(node, access::ref(*access::float_arg(arg)), defined, "float ref");
         break;
       case nb::ArgumentValue::BoolArg:
-        if (!v.AsBoolArg()->ref.empty()) use(node, v.AsBoolArg()->ref, defined, "bool ref");
+        if (!access::ref(*access::bool_arg(arg)).empty())
+          use(node, access::ref(*access::bool_arg(arg)), defined, "bool ref");
         break;
       case nb::ArgumentValue::IntListArg: {
-        const auto& list = *v.AsIntListArg();
-        if (!list.refs.empty() && list.refs.size() != list.values.size()) {
-          report("node {}: IntListArg has {} refs for {} values", node.name, list.refs.size(),
-                 list.values.size());
+        const auto& list = *access::int_list_arg(arg);
+        const auto refs = access::refs(list);
+        const size_t values = access::values(list).size();
+        if (!refs.empty() && refs.size() != values) {
+          report("node {}: IntListArg has {} refs for {} values", access::name(node), refs.size(),
+                 values);
         }
-        for (const auto& ref : list.refs) {
+        for (std::string_view ref : refs) {
           if (!ref.empty()) use(node, ref, defined, "int list ref");
         }
         break;
       }
       case nb::ArgumentValue::TensorListArg:
-        for (const auto& name : v.AsTensorListArg()->names) use(node, name, defined, "tensor list");
+        for (std::string_view name : access::names(*access::tensor_list_arg(arg)))
+          use(node, name, defined, "tensor list");
         break;
       case nb::ArgumentValue::OptionalTensorListArg: {
-        const auto& list = *v.AsOptionalTensorListArg();
-        if (list.names.size() != list.has_value.size()) {
-          report("node {}: OptionalTensorListArg has {} names for {} has_value flags", node.name,
-                 list.names.size(), list.has_value.size());
+        const auto& list = *access::optional_tensor_list_arg(arg);
+        const auto names = access::names(list);
+        const auto has_value = access::has_value(list);
+        if (names.size() != has_value.size()) {
+          report("node {}: OptionalTensorListArg has {} names for {} has_value flags",
+                 access::name(node), names.size(), has_value.size());
           break;
         }
-        for (size_t i = 0; i < list.names.size(); ++i) {
-          if (list.has_value[i]) use(node, list.names[i], defined, "optional tensor list");
+        for (size_t i = 0; i < names.size(); ++i) {
+          if (has_value[i]) use(node, names[i], defined, "optional tensor list");
         }
         break;
       }
       case nb::ArgumentValue::GraphArg: {
-        const auto& sub = *v.AsGraphArg();
-        ScopeChecker inner(problems_, fmt::format("{} > subgraph {}", where_, quote(sub.name)));
-        const std::vector<std::string_view> inputs(sub.graph->inputs.begin(),
-                                                   sub.graph->inputs.end());
-        inner.check(*sub.graph, inputs, depth + 1);
+        const auto& sub = *access::graph_arg(arg);
+        const auto& inner_graph = access::graph(sub);
+        ScopeChecker inner(problems_,
+                           fmt::format("{} > subgraph {}", where_, quote(access::name(sub))));
+        const auto sub_inputs = access::inputs(inner_graph);
+        const std::vector<std::string_view> inputs(sub_inputs.begin(), sub_inputs.end());
+        inner.check(inner_graph, inputs, depth + 1);
         break;
       }
       default:
@@ -174,7 +189,7 @@ class ScopeChecker {
 
   std::vector<std::string>& problems_;
   std::string where_;
-  const nb::GraphT* graph_ = nullptr;
+  const Graph* graph_ = nullptr;
   NameSet bound_;
   bool collected_ = false;
   NameSet all_definitions_;
@@ -182,74 +197,76 @@ class ScopeChecker {
   NameSet described_;
 };
 
-}  // namespace
-
-std::string method_name_problem(const std::string& name) {
-  if (name.empty()) return "method name is empty";
-  if (name.find('/') != std::string::npos)
-    return fmt::format("method name {} contains '/'", quote(name));
-  if (name == "state") return "method name 'state' is reserved for state keys";
-  return {};
-}
-
-std::vector<std::string> validate_method_structure(const nb::MethodT& method,
-                                                   const std::string& context) {
+template <typename Method>
+std::vector<std::string> validate_structure(const Method& method, const std::string& context) {
+  using Graph = std::remove_cvref_t<decltype(access::graph(method))>;
   std::vector<std::string> problems;
-  ScopeChecker top(problems, fmt::format("{}: method {}", context, quote(method.name)));
-  std::vector<std::string_view> bound(method.graph->inputs.begin(), method.graph->inputs.end());
-  bound.reserve(bound.size() + method.constants.size() + method.mutable_buffers.size());
-  for (const auto& c : method.constants) bound.emplace_back(c->name);
-  for (const auto& b : method.mutable_buffers) bound.emplace_back(b->name);
-  top.check(*method.graph, bound, 0);
-  for (const auto& spec : method.output_specs) {
-    if (!top.is_defined(spec->name)) top.report("output spec names undefined value {}", spec->name);
-    if (spec->kind == nb::OutputKind::USER_INPUT_MUTATION && !top.is_defined(spec->target)) {
-      top.report("user input mutation target {} is not a value", spec->target);
+  ScopeChecker<Graph> top(problems,
+                          fmt::format("{}: method {}", context, quote(access::name(method))));
+  const auto& graph = access::graph(method);
+  const auto graph_inputs = access::inputs(graph);
+  const auto constants = access::constants(method);
+  const auto buffers = access::mutable_buffers(method);
+  std::vector<std::string_view> bound(graph_inputs.begin(), graph_inputs.end());
+  bound.reserve(bound.size() + constants.size() + buffers.size());
+  for (const auto& c : constants) bound.emplace_back(access::name(c));
+  for (const auto& b : buffers) bound.emplace_back(access::name(b));
+  top.check(graph, bound, 0);
+  for (const auto& spec : access::output_specs(method)) {
+    const std::string_view target = access::target(spec);
+    if (!top.is_defined(access::name(spec)))
+      top.report("output spec names undefined value {}", access::name(spec));
+    if (access::kind(spec) == nb::OutputKind::USER_INPUT_MUTATION && !top.is_defined(target)) {
+      top.report("user input mutation target {} is not a value", target);
     }
-    if (spec->kind == nb::OutputKind::BUFFER_MUTATION && spec->target.empty()) {
-      top.report("buffer mutation output {} has no target key", spec->name);
+    if (access::kind(spec) == nb::OutputKind::BUFFER_MUTATION && target.empty()) {
+      top.report("buffer mutation output {} has no target key", access::name(spec));
     }
   }
-  for (const auto& buffer : method.mutable_buffers) {
-    if (!top.is_described(buffer->name)) {
+  for (const auto& buffer : buffers) {
+    if (!top.is_described(access::name(buffer))) {
       top.report("mutable buffer {} has no tensor_values entry (shape and dtype unknown)",
-                 buffer->name);
+                 access::name(buffer));
     }
   }
   return problems;
 }
 
-std::string describe_meta(const nb::TensorMetaT& meta) {
+template <typename Meta>
+std::string describe(const Meta& meta) {
   std::string dims;
-  for (const auto& dim : meta.sizes) {
+  for (const auto& dim : access::sizes(meta)) {
     if (!dims.empty()) dims += ", ";
-    if (dim->min == dim->max) {
-      dims += std::to_string(dim->min);
+    const int64_t min = access::min(dim);
+    const int64_t max = access::max(dim);
+    if (min == max) {
+      dims += std::to_string(min);
     } else {
-      dims += fmt::format("{}..{}", dim->min,
-                          dim->max < 0 ? std::string("inf") : std::to_string(dim->max));
+      dims += fmt::format("{}..{}", min, max < 0 ? std::string("inf") : std::to_string(max));
     }
   }
-  return fmt::format("{} [{}]", dtype_name(static_cast<DType>(meta.dtype)), dims);
+  return fmt::format("{} [{}]", dtype_name(static_cast<DType>(access::dtype(meta))), dims);
 }
 
-std::string tensor_data_problem(const nb::TensorMetaT& meta, const TensorData& data,
-                                const std::string& where) {
-  auto declared = static_cast<DType>(meta.dtype);
+template <typename Meta>
+std::string data_problem(const Meta& meta, const TensorData& data, const std::string& where) {
+  auto declared = static_cast<DType>(access::dtype(meta));
   if (declared != data.dtype) {
     return fmt::format("{}: graph declares dtype {} but data is {}", where, dtype_name(declared),
                        dtype_name(data.dtype));
   }
-  bool shape_ok = meta.sizes.size() == data.shape.size();
-  for (size_t i = 0; shape_ok && i < data.shape.size(); ++i) {
-    const auto& dim = *meta.sizes[i];
-    int64_t actual = data.shape[i];
-    shape_ok = dim.min == dim.max ? actual == dim.min
-                                  : actual >= dim.min && (dim.max < 0 || actual <= dim.max);
+  const auto sizes = access::sizes(meta);
+  bool shape_ok = sizes.size() == data.shape.size();
+  size_t i = 0;
+  for (auto dim = sizes.begin(); shape_ok && dim != sizes.end(); ++dim, ++i) {
+    const int64_t min = access::min(*dim);
+    const int64_t max = access::max(*dim);
+    const int64_t actual = data.shape[i];
+    shape_ok = min == max ? actual == min : actual >= min && (max < 0 || actual <= max);
   }
   if (!shape_ok) {
-    return fmt::format("{}: graph declares shape {} but data has shape [{}]", where,
-                       describe_meta(meta), fmt::join(data.shape, ", "));
+    return fmt::format("{}: graph declares shape {} but data has shape [{}]", where, describe(meta),
+                       fmt::join(data.shape, ", "));
   }
   if (!data.dim_order.empty()) {
     return fmt::format("{}: data has dim_order [{}]; program graphs take contiguous data only",
@@ -264,21 +281,24 @@ std::string tensor_data_problem(const nb::TensorMetaT& meta, const TensorData& d
   return {};
 }
 
-std::string constant_data_problem(const nb::NamedTensorRefT& c, const TensorData& data,
-                                  const std::string& method, const std::string& context) {
-  if (c.meta->quant) return {};
-  return tensor_data_problem(*c.meta, data,
-                             fmt::format("{}: method {}: constant {} (key {})", context,
-                                         quote(method), quote(c.name), quote(c.data_key)));
+template <typename Constant>
+std::string constant_problem(const Constant& c, const TensorData& data, std::string_view method,
+                             const std::string& context) {
+  const auto& meta = access::meta(c);
+  if (access::quantized(meta)) return {};
+  return data_problem(meta, data,
+                      fmt::format("{}: method {}: constant {} (key {})", context, quote(method),
+                                  quote(access::name(c)), quote(access::data_key(c))));
 }
 
-std::vector<std::string> quant_data_problems(const nb::TensorMetaT& meta, const std::string& tensor,
-                                             const TensorLookup& data, const std::string& method,
-                                             const std::string& context) {
+template <typename Meta>
+std::vector<std::string> quant_problems(const Meta& meta, std::string_view tensor,
+                                        const TensorLookup& data, std::string_view method,
+                                        const std::string& context) {
   std::vector<std::string> problems;
-  if (!meta.quant || meta.quant->scheme.type != nb::QuantScheme::AffineGroup) return problems;
-  const auto& group = *meta.quant->scheme.AsAffineGroup();
-  auto check = [&](const std::string& key, nb::ScalarType declared, std::string_view what) {
+  const auto* group = access::affine_group(meta);
+  if (group == nullptr) return problems;
+  auto check = [&](std::string_view key, nb::ScalarType declared, std::string_view what) {
     const TensorData* found = key.empty() ? nullptr : data.data(key);
     if (found == nullptr) return;
     if (found->dtype != static_cast<DType>(declared)) {
@@ -288,19 +308,71 @@ std::vector<std::string> quant_data_problems(const nb::TensorMetaT& meta, const 
                       dtype_name(static_cast<DType>(declared)), dtype_name(found->dtype)));
     }
   };
-  check(group.scale_data_key, group.scale_dtype, "scale");
-  check(group.zero_point_data_key, group.zero_point_dtype, "zero point");
+  check(access::scale_data_key(*group), access::scale_dtype(*group), "scale");
+  check(access::zero_point_data_key(*group), access::zero_point_dtype(*group), "zero point");
   return problems;
 }
 
-std::string BufferDeclarations::add(const std::string& key, const nb::TensorMetaT& meta,
-                                    const std::string& method) {
-  Decl decl{meta.dtype, {}, method, describe_meta(meta)};
-  for (const auto& dim : meta.sizes) decl.sizes.emplace_back(dim->min, dim->max);
-  auto [it, inserted] = decls_.emplace(key, decl);
-  if (inserted || (it->second.dtype == decl.dtype && it->second.sizes == decl.sizes)) return {};
+}  // namespace
+
+std::string method_name_problem(std::string_view name) {
+  if (name.empty()) return "method name is empty";
+  if (name.find('/') != std::string_view::npos)
+    return fmt::format("method name {} contains '/'", quote(name));
+  if (name == "state") return "method name 'state' is reserved for state keys";
+  return {};
+}
+
+std::vector<std::string> validate_method_structure(const nb::MethodT& method,
+                                                   const std::string& context) {
+  return validate_structure(method, context);
+}
+std::vector<std::string> validate_method_structure(const nb::Method& method,
+                                                   const std::string& context) {
+  return validate_structure(method, context);
+}
+
+std::string describe_meta(const nb::TensorMetaT& meta) { return describe(meta); }
+std::string describe_meta(const nb::TensorMeta& meta) { return describe(meta); }
+
+std::string tensor_data_problem(const nb::TensorMetaT& meta, const TensorData& data,
+                                const std::string& where) {
+  return data_problem(meta, data, where);
+}
+std::string tensor_data_problem(const nb::TensorMeta& meta, const TensorData& data,
+                                const std::string& where) {
+  return data_problem(meta, data, where);
+}
+
+std::string constant_data_problem(const nb::NamedTensorRefT& c, const TensorData& data,
+                                  std::string_view method, const std::string& context) {
+  return constant_problem(c, data, method, context);
+}
+std::string constant_data_problem(const nb::NamedTensorRef& c, const TensorData& data,
+                                  std::string_view method, const std::string& context) {
+  return constant_problem(c, data, method, context);
+}
+
+std::vector<std::string> quant_data_problems(const nb::TensorMetaT& meta, std::string_view tensor,
+                                             const TensorLookup& data, std::string_view method,
+                                             const std::string& context) {
+  return quant_problems(meta, tensor, data, method, context);
+}
+std::vector<std::string> quant_data_problems(const nb::TensorMeta& meta, std::string_view tensor,
+                                             const TensorLookup& data, std::string_view method,
+                                             const std::string& context) {
+  return quant_problems(meta, tensor, data, method, context);
+}
+
+std::string BufferDeclarations::add(std::string_view key, Decl decl) {
+  auto it = decls_.find(key);
+  if (it == decls_.end()) {
+    decls_.emplace(std::string(key), std::move(decl));
+    return {};
+  }
+  if (it->second.dtype == decl.dtype && it->second.sizes == decl.sizes) return {};
   return fmt::format("mutable buffer {}: method {} declares {} but method {} declares {}",
-                     quote(key), quote(it->second.method), it->second.text, quote(method),
+                     quote(key), quote(it->second.method), it->second.text, quote(decl.method),
                      decl.text);
 }
 

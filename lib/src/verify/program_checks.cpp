@@ -4,77 +4,84 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <set>
+#include <string_view>
+
 #include "ptepack/base/error.h"
-#include "ptepack/base/ordered_cursor.h"
 #include "ptepack/transforms/validate.h"
 
 namespace ptepack {
 
-void check_packed_program(const nb::ProgramT& program, const ProgramKeys& keys,
+void check_packed_program(const nb::Program& program, const ProgramKeys& keys,
                           const TensorTable& data, const std::string& context,
                           std::vector<std::string>& problems) {
-  std::set<std::string> names;
-  for (const auto& method : program.methods) {
-    auto problem = method_name_problem(method->name);
+  std::set<std::string_view> names;
+  for (const auto& method : access::methods(program)) {
+    const std::string_view name = access::name(method);
+    auto problem = method_name_problem(name);
     if (!problem.empty()) problems.push_back(fmt::format("{}: {}", context, problem));
-    if (!names.insert(method->name).second) {
-      problems.push_back(fmt::format("{}: method {} appears twice", context, quote(method->name)));
+    if (!names.insert(name).second) {
+      problems.push_back(fmt::format("{}: method {} appears twice", context, quote(name)));
     }
-    auto structure = validate_method_structure(*method, context);
+    auto structure = validate_method_structure(method, context);
     problems.insert(problems.end(), structure.begin(), structure.end());
   }
-  if (program.methods.empty())
+  if (access::methods(program).empty())
     problems.push_back(fmt::format("{}: program has no methods", context));
 
   const TensorLookup lookup(data);
-  for (const auto& [key, use] : keys.keys) {
-    bool is_mutable = keys.mutated.count(key) > 0;
-    if (is_mutable && key.rfind("state/", 0) != 0) {
+  for (const auto& use : keys.uses()) {
+    const std::string_view key = use.key;
+    if (use.mutated && !key.starts_with("state/")) {
       problems.push_back(
           fmt::format("{}: mutable key {} is not in the state/ namespace", context, quote(key)));
     }
-    if (!is_mutable) {
-      if (use.methods.size() > 1) {
+    const auto methods = keys.methods(use);
+    if (!use.mutated) {
+      if (methods.size() > 1) {
         problems.push_back(fmt::format("{}: immutable key {} is referenced by several methods ({})",
-                                       context, quote(key), fmt::join(use.methods, ", ")));
+                                       context, quote(key), fmt::join(methods, ", ")));
       }
-      for (const auto& method : use.methods) {
-        if (key.rfind(method + "/", 0) != 0) {
+      for (const auto method : methods) {
+        if (!key.starts_with(method) || key.substr(method.size(), 1) != "/") {
           problems.push_back(
               fmt::format("{}: method {}: immutable key {} is not in the {}/ namespace", context,
                           quote(method), quote(key), method));
         }
       }
     }
-    if (use.roles.count(KeyRole::mutation_target) && !use.roles.count(KeyRole::constant) &&
-        !use.roles.count(KeyRole::mutable_buffer)) {
+    if (use.has(KeyRole::mutation_target) && !use.has(KeyRole::constant) &&
+        !use.has(KeyRole::mutable_buffer)) {
       problems.push_back(fmt::format("{}: buffer mutation target {} (method {}) names no buffer",
-                                     context, quote(key), fmt::join(use.methods, ", ")));
+                                     context, quote(key), fmt::join(methods, ", ")));
     }
     if (use.needs_data() && lookup.find(key) == TensorLookup::npos) {
       problems.push_back(fmt::format("{}: key {} (method {}) has no data", context, quote(key),
-                                     fmt::join(use.methods, ", ")));
+                                     fmt::join(methods, ", ")));
     }
   }
   BufferDeclarations decls;
-  for (const auto& method : program.methods) {
+  for (const auto& method : access::methods(program)) {
+    const std::string_view method_name = access::name(method);
     decls.add_method(
-        *method, keys.mutated, [](const std::string& k) { return k; }, problems);
-    for (const auto& c : method->constants) {
-      const TensorData* tensor = lookup.data(c->data_key);
+        method, [&](std::string_view k) { return keys.is_mutated(k); },
+        [](std::string_view k) { return k; }, problems);
+    for (const auto& c : access::constants(method)) {
+      const TensorData* tensor = lookup.data(access::data_key(c));
       if (tensor == nullptr) continue;
-      auto problem = constant_data_problem(*c, *tensor, method->name, context);
+      auto problem = constant_data_problem(c, *tensor, method_name, context);
       if (!problem.empty()) problems.push_back(std::move(problem));
     }
-    for_each_tensor_meta(*method, [&](const nb::TensorMetaT& meta, const std::string& name) {
-      auto found = quant_data_problems(meta, name, lookup, method->name, context);
+    for_each_tensor_meta(method, [&](const nb::TensorMeta& meta, std::string_view name) {
+      auto found = quant_data_problems(meta, name, lookup, method_name, context);
       problems.insert(problems.end(), found.begin(), found.end());
     });
   }
-  // Both maps are ordered by key: one walk finds the stored keys nothing references.
-  OrderedCursor referenced(keys.keys);
+  // Both are ordered by key: one walk finds the stored keys nothing references.
+  auto use = keys.uses().begin();
   for (const auto& [key, tensor] : data) {
-    if (!referenced.contains(key)) {
+    while (use != keys.uses().end() && use->key < key) ++use;
+    if (use == keys.uses().end() || use->key != key) {
       problems.push_back(
           fmt::format("{}: key {} is stored but no method references it", context, quote(key)));
     }

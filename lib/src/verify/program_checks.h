@@ -30,7 +30,7 @@ bool attempt(std::vector<std::string>& problems, Fn&& fn) {
 // method's namespace, mutable keys under state/), every referenced tensor key
 // resolvable with the right dtype and size, quantisation dtypes, mutable
 // buffer agreement, and no stored data that nothing references.
-void check_packed_program(const nb::ProgramT& program, const ProgramKeys& keys,
+void check_packed_program(const nb::Program& program, const ProgramKeys& keys,
                           const TensorTable& data, const std::string& context,
                           std::vector<std::string>& problems);
 

@@ -56,12 +56,12 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
     problems.push_back(fmt::format("{}: package has no program.ptg member", name));
     return;
   }
-  ProgramPtr program;
+  ProgramBuffer program;
   const auto* pm = by_name["program.ptg"];
   if (!attempt(problems, [&] {
         if (pm->size > Limits::max_program_bytes) fail_input("{}:program.ptg: too large", name);
         program =
-            read_program_binary(file->read_range(pm->data_offset, pm->size), name + ":program.ptg");
+            read_program_buffer(file->read_range(pm->data_offset, pm->size), name + ":program.ptg");
       })) {
     return;
   }
@@ -73,7 +73,7 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
           safetensors::read(file, w->data_offset, w->size, name + ":program.safetensors").tensors;
     });
   }
-  auto keys = analyze_program_keys(*program);
+  const ProgramKeys keys(program.root());
   std::map<std::string, std::string> aliases;
   if (by_name.count("aliases.json")) {
     const auto* a = by_name["aliases.json"];
@@ -95,7 +95,7 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
         problems.push_back(fmt::format("{}: alias {} is also stored", context, quote(alias)));
       if (aliases.count(owner))
         problems.push_back(fmt::format("{}: owner {} is itself an alias", context, quote(owner)));
-      if (keys.mutated.count(alias) || keys.mutated.count(owner)) {
+      if (keys.is_mutated(alias) || keys.is_mutated(owner)) {
         problems.push_back(
             fmt::format("{}: state key in alias {} -> {} (state keys are never deduplicated)",
                         context, quote(alias), quote(owner)));
@@ -113,7 +113,7 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
       data.emplace(alias, o->second);
     }
   }
-  check_packed_program(*program, keys, data, name, problems);
+  check_packed_program(program.root(), keys, data, name, problems);
   // Duplicates that were not deduplicated: pack stores identical immutable tensors once.
   std::vector<std::string> stored;
   std::vector<ByteRange> ranges;
@@ -132,7 +132,7 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
   for (size_t i = 0; i < stored.size(); ++i) {
     const auto& t = data.at(stored[i]);
     report.tensors_checked++;
-    if (keys.mutated.count(stored[i])) continue;
+    if (keys.is_mutated(stored[i])) continue;
     auto [it, fresh] =
         seen.emplace(std::make_tuple(digests[i], static_cast<int>(t.dtype), t.shape), stored[i]);
     if (!fresh) {
@@ -193,19 +193,21 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
     }
     if (artifact.program) {
       // The naming rules pack enforces on every program it reads.
-      if (artifact.program->methods.empty())
+      const auto methods = access::methods(artifact.program.root());
+      if (methods.empty())
         report.problems.push_back(fmt::format("{}: program has no methods", artifact.name));
-      std::set<std::string> names;
-      for (const auto& method : artifact.program->methods) {
-        if (auto problem = method_name_problem(method->name); !problem.empty())
+      std::set<std::string_view> names;
+      for (const auto& method : methods) {
+        const std::string_view name = access::name(method);
+        if (auto problem = method_name_problem(name); !problem.empty())
           report.problems.push_back(fmt::format("{}: {}", artifact.name, problem));
-        if (!names.insert(method->name).second) {
+        if (!names.insert(name).second) {
           report.problems.push_back(
-              fmt::format("{}: duplicate method {}", artifact.name, quote(method->name)));
+              fmt::format("{}: duplicate method {}", artifact.name, quote(name)));
         }
       }
-      for (const auto& method : artifact.program->methods) {
-        auto found = validate_method_structure(*method, artifact.name);
+      for (const auto& method : methods) {
+        auto found = validate_method_structure(method, artifact.name);
         report.problems.insert(report.problems.end(), found.begin(), found.end());
       }
     }

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <exception>
 #include <set>
 #include <thread>
@@ -89,15 +90,15 @@ std::set<std::string> verify_program_entries(const Manifest& m, const DirectoryP
 
 // The graph program against the manifest's state and mutable flags, then its
 // structure and data (check_packed_program).
-void check_graph_program(const nb::ProgramT& program, const Manifest& m, const TensorTable& data,
+void check_graph_program(const nb::Program& program, const Manifest& m, const TensorTable& data,
                          const std::string& mname, std::vector<std::string>& problems) {
-  auto keys = analyze_program_keys(program);
-  std::vector<std::string> state(keys.mutated.begin(), keys.mutated.end());
-  if (state != m.state)
+  const ProgramKeys keys(program);
+  const auto state = keys.mutated();
+  if (!std::equal(state.begin(), state.end(), m.state.begin(), m.state.end()))
     problems.push_back(
         fmt::format("{}: state list differs from the program's mutable keys", mname));
   for (const auto& [key, t] : m.tensors) {
-    if (t.is_mutable != (keys.mutated.count(key) > 0)) {
+    if (t.is_mutable != keys.is_mutated(key)) {
       problems.push_back(
           fmt::format("{}: tensor {}: mutable flag disagrees with the program", mname, quote(key)));
     }
@@ -157,7 +158,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
 
   // Program (a directory of .pte programs checks its programs after the shards),
   // read as one more task beside the shards; its problems are listed first.
-  ProgramPtr program;
+  ProgramBuffer program;
   std::vector<std::string> program_problems;
   auto read_program = [&] {
     attempt(program_problems, [&] {
@@ -174,7 +175,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
         program_problems.push_back(
             fmt::format("{}: SHA-256 differs from the manifest", file->name()));
       }
-      program = read_program_binary(bytes, file->name());
+      program = read_program_buffer(std::move(bytes), file->name());
     });
   };
 
@@ -340,7 +341,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   std::exception_ptr program_checks_error;
   auto check_program = [&] {
     try {
-      check_graph_program(*program, m, data, mname, program_checks);
+      check_graph_program(program.root(), m, data, mname, program_checks);
     } catch (...) {
       program_checks_error = std::current_exception();
     }

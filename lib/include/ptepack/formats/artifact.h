@@ -41,7 +41,7 @@ struct Artifact {
   ArtifactKind kind = ArtifactKind::program;
   std::string name;                       // as given, for messages
   std::filesystem::path root;             // the file, or the output directory
-  ProgramPtr program;                     // program graph artifacts; null otherwise
+  ProgramBuffer program;                  // program graph artifacts; empty otherwise
   uint64_t program_file_bytes = 0;        // size of the program as stored (.ptg or JSON)
   std::vector<ProgramFile> pte_programs;  // pte and programs artifacts
   TensorTable data;  // every readable key; aliases point at their owner's bytes

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ptepack/formats/program.h"
+#include "ptepack/model/program_access.h"
 
 namespace ptepack {
 
@@ -20,60 +21,63 @@ enum class KeyRole {
 namespace detail {
 template <typename Meta, typename Fn>
 void visit_meta_keys(Meta& meta, Fn& fn) {
-  if (!meta.quant || meta.quant->scheme.type != nb::QuantScheme::AffineGroup) return;
-  auto* group = meta.quant->scheme.AsAffineGroup();
-  fn(group->scale_data_key, KeyRole::scale);
-  if (!group->zero_point_data_key.empty()) fn(group->zero_point_data_key, KeyRole::zero_point);
+  auto* group = access::affine_group(meta);
+  if (group == nullptr) return;
+  fn(access::scale_data_key(*group), KeyRole::scale);
+  auto&& zero_point = access::zero_point_data_key(*group);
+  if (!zero_point.empty()) fn(zero_point, KeyRole::zero_point);
 }
 
 template <typename Graph, typename Fn>
 void visit_graph_keys(Graph& graph, Fn& fn) {
-  for (auto& tv : graph.tensor_values) visit_meta_keys(*tv->meta, fn);
-  for (auto& node : graph.nodes) {
-    for (auto& input : node->inputs) {
-      auto& value = input->arg->value;
-      if (value.type == nb::ArgumentValue::GraphArg && value.value != nullptr) {
-        visit_graph_keys(*value.AsGraphArg()->graph, fn);
+  for (auto& tv : access::tensor_values(graph)) visit_meta_keys(access::meta(tv), fn);
+  for (auto& node : access::nodes(graph)) {
+    for (auto& input : access::inputs(node)) {
+      if (auto* sub = access::graph_arg(access::arg(input)); sub != nullptr) {
+        visit_graph_keys(access::graph(*sub), fn);
       }
     }
   }
 }
 }  // namespace detail
 
-// fn(std::string& key, KeyRole role) for every data key reference of the method,
-// in a fixed order: constants (data key, then quant keys), mutable buffers,
+// fn(key, KeyRole role) for every data key reference of the method, in a
+// fixed order: constants (data key, then quant keys), mutable buffers,
 // mutation targets, then tensor_values of the graph and nested subgraphs.
-// Works on const and non-const methods (the key is then const std::string&).
+// On an object tree the key is its std::string (renamable when the method is
+// not const); on a flatbuffer, a std::string_view into it.
 template <typename Method, typename Fn>
 void for_each_data_key(Method& method, Fn&& fn) {
-  for (auto& c : method.constants) {
-    fn(c->data_key, KeyRole::constant);
-    detail::visit_meta_keys(*c->meta, fn);
+  for (auto& c : access::constants(method)) {
+    fn(access::data_key(c), KeyRole::constant);
+    detail::visit_meta_keys(access::meta(c), fn);
   }
-  for (auto& buffer : method.mutable_buffers) fn(buffer->fqn, KeyRole::mutable_buffer);
-  for (auto& spec : method.output_specs) {
-    if (spec->kind == nb::OutputKind::BUFFER_MUTATION) fn(spec->target, KeyRole::mutation_target);
+  for (auto& buffer : access::mutable_buffers(method)) {
+    fn(access::fqn(buffer), KeyRole::mutable_buffer);
   }
-  detail::visit_graph_keys(*method.graph, fn);
+  for (auto& spec : access::output_specs(method)) {
+    if (access::kind(spec) == nb::OutputKind::BUFFER_MUTATION)
+      fn(access::target(spec), KeyRole::mutation_target);
+  }
+  detail::visit_graph_keys(access::graph(method), fn);
 }
 
-// fn(const TensorMeta& meta, const std::string& name) for every TensorMeta of
-// the method: constants' metas, then tensor_values of every graph and subgraph.
-template <typename Fn>
-void for_each_tensor_meta(const nb::MethodT& method, Fn&& fn) {
-  for (const auto& c : method.constants) fn(*c->meta, c->name);
-  auto visit = [&fn](const nb::GraphT& graph, auto& self) -> void {
-    for (const auto& tv : graph.tensor_values) fn(*tv->meta, tv->name);
-    for (const auto& node : graph.nodes) {
-      for (const auto& input : node->inputs) {
-        const auto& value = input->arg->value;
-        if (value.type == nb::ArgumentValue::GraphArg && value.value != nullptr) {
-          self(*value.AsGraphArg()->graph, self);
+// fn(const Meta& meta, std::string_view name) for every TensorMeta of the
+// method: constants' metas, then tensor_values of every graph and subgraph.
+template <typename Method, typename Fn>
+void for_each_tensor_meta(const Method& method, Fn&& fn) {
+  for (const auto& c : access::constants(method)) fn(access::meta(c), access::name(c));
+  auto visit = [&fn](const auto& graph, auto& self) -> void {
+    for (const auto& tv : access::tensor_values(graph)) fn(access::meta(tv), access::name(tv));
+    for (const auto& node : access::nodes(graph)) {
+      for (const auto& input : access::inputs(node)) {
+        if (const auto* sub = access::graph_arg(access::arg(input)); sub != nullptr) {
+          self(access::graph(*sub), self);
         }
       }
     }
   };
-  visit(*method.graph, visit);
+  visit(access::graph(method), visit);
 }
 
 }  // namespace ptepack
