@@ -1,10 +1,12 @@
 // manifest.json written by the streaming writer, checked byte for byte against a DOM
 // built with nlohmann/json and printed by json_text (the layout every JSON output shares).
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "formats/json_writer.h"
+#include "ptepack/base/error.h"
 #include "ptepack/formats/json_util.h"
 #include "ptepack/formats/manifest.h"
 
@@ -58,8 +60,13 @@ std::string reference_manifest_json(const Manifest& m) {
   }
   j["tensors"] = std::move(tensors);
   j["state"] = m.state;
+  // Each key of a shard list, with the first shard that lists it.
   ordered weight_map = ordered::object();
-  for (const auto& [key, file] : m.weight_map) weight_map[key] = file;
+  for (const auto& s : m.shards) {
+    for (const auto& key : s.keys) {
+      if (!weight_map.contains(key)) weight_map[key] = s.file;
+    }
+  }
   j["metadata"] = ordered{{"total_size", m.total_size}};
   j["weight_map"] = std::move(weight_map);
   return json_text(j);
@@ -94,7 +101,6 @@ Manifest sample(int version) {
     shard.keys.push_back(key);
     auto t = tensor("s.ptd", {2, 3, 0});
     m.tensors.emplace(key, t);
-    m.weight_map.emplace(key, "s.ptd");
   }
   m.shards.push_back(shard);
   m.shards.push_back({"empty.ptd", std::string(64, 'f'), 0, 0, {}});
@@ -127,6 +133,54 @@ TEST_CASE("manifest_to_json equals the DOM's text, byte for byte") {
   auto negative = sample(kManifestVersion);  // a shape the reader would refuse still prints
   negative.tensors.begin()->second.shape = {-1, 5};
   CHECK(manifest_to_json(negative) == reference_manifest_json(negative));
+}
+
+TEST_CASE("the reader checks the weight_map against the shards' key lists") {
+  Manifest m;
+  m.shard_format = "ptd";
+  m.cap_mode = "file";
+  m.program = {"program.ptg", std::string(64, 'd'), 4096};
+  m.shards.push_back({"s.ptd", std::string(64, 'e'), 100, 48, {"a", "plain", "z"}});
+  // "plain" is in both: its first shard maps it.
+  m.shards.push_back({"t.ptd", std::string(64, 'f'), 100, 24, {"plain", "second"}});
+  for (const char* key : {"a", "plain", "second", "z"}) {
+    m.tensors.emplace(key, tensor(key == std::string("second") ? "t.ptd" : "s.ptd", {2, 3}));
+  }
+  const auto text = manifest_to_json(m);
+  auto parsed = parse_manifest(text, "m.json");
+  CHECK(manifest_to_json(parsed) == text);
+  const WeightMap expected{{"a", "s.ptd"}, {"plain", "s.ptd"}, {"second", "t.ptd"}, {"z", "s.ptd"}};
+  CHECK(weight_map_of(parsed) == expected);
+  const auto keys = sorted_shard_keys(parsed);
+  REQUIRE(keys.size() == 5);
+  CHECK(keys[1].key == "plain");
+  CHECK(keys[1].shard == 0);  // shard order within a key
+  CHECK(keys[1].position == 1);
+  CHECK(keys[2].key == "plain");
+  CHECK(keys[2].shard == 1);
+  CHECK(keys[2].position == 0);
+
+  auto edited = [&](auto&& edit) {
+    auto j = nlohmann::json::parse(text);
+    edit(j["weight_map"]);
+    try {
+      (void)parse_manifest(j.dump(), "m.json");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::invalid_input);
+      return std::string(e.what());
+    }
+    FAIL("accepted");
+    return std::string();
+  };
+  CHECK(edited([](auto& w) { w["plain"] = "t.ptd"; }) ==
+        "m.json: manifest field weight_map['plain']: names 't.ptd', but the key's first shard "
+        "is 's.ptd'");
+  CHECK(edited([](auto& w) { w["b"] = "s.ptd"; }) ==
+        "m.json: manifest field weight_map['b']: is not a key of any shard");
+  CHECK(edited([](auto& w) { w.erase("second"); }) ==
+        "m.json: manifest field weight_map['second']: missing (a shard lists the key)");
+  CHECK(edited([](auto& w) { w["plain"] = "../x"; }) ==
+        "m.json: manifest field weight_map['plain']: expected a plain file name");
 }
 
 TEST_CASE("JsonWriter lays DOM values out in place and streams in pieces") {

@@ -409,11 +409,20 @@ void write_shard(const fs::path& path, const std::vector<std::string>& keys) {
 }  // namespace
 
 TEST_CASE("safetensors: index_json form", "[safetensors]") {
-  CHECK(safetensors::index_json(12, {{"b", "s2"}, {"a", "s1"}}) ==
+  CHECK(safetensors::index_json(12, {{"a", "s1"}, {"b", "s2"}}) ==
         "{\n  \"metadata\": {\n    \"total_size\": 12\n  },\n  \"weight_map\": {\n"
         "    \"a\": \"s1\",\n    \"b\": \"s2\"\n  }\n}\n");
   CHECK(safetensors::index_json(0, {}) ==
         "{\n  \"metadata\": {\n    \"total_size\": 0\n  },\n  \"weight_map\": {}\n}\n");
+  // The same text as a DOM printed by json_text, escapes included.
+  const std::vector<std::pair<std::string_view, std::string_view>> odd{
+      {"", "e"}, {"q\"\\\n\x01", "f"}, {"\xc3\xa9", "g.safetensors"}};
+  nlohmann::json dom{
+      {"metadata", {{"total_size", 7}}},
+      {"weight_map", {{"", "e"}, {"q\"\\\n\x01", "f"}, {"\xc3\xa9", "g.safetensors"}}}};
+  CHECK(safetensors::index_json(7, odd) == json_text(dom));
+  CHECK_THROWS_WITH(safetensors::index_json(1, {{"bad \xff", "s"}}),
+                    Catch::Contains("not valid UTF-8"));
 }
 
 TEST_CASE("safetensors: reads a sharded set through its index", "[safetensors]") {

@@ -1,6 +1,8 @@
 // manifest.json writer and strict reader.
 #include "ptepack/formats/manifest.h"
 
+#include <algorithm>
+
 #include "json_document.h"
 #include "json_writer.h"
 #include "ptepack/base/error.h"
@@ -171,7 +173,7 @@ std::string manifest_to_json(const Manifest& m) {
   w.field("version", m.version);
   w.key("weight_map");
   w.begin_object();
-  for (const auto& [key, file] : m.weight_map) {
+  for (const auto& [key, file] : weight_map_of(m)) {
     w.key(key);
     w.value(file);
   }
@@ -305,15 +307,56 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
   m.total_size = r.number(r.field(j, "metadata", ""), "total_size", "metadata");
   const auto& weight_map = r.field(j, "weight_map", "");
   if (!weight_map.is_object()) r.bad("weight_map", "expected an object");
-  for (const auto* member : sorted_members(weight_map)) {
+  // Derived data: it must be what the shards' key lists give, entry for entry.
+  const auto expected = weight_map_of(m);
+  const auto members = sorted_members(weight_map);
+  size_t e = 0;
+  for (const auto* member : members) {
     const auto& file = member->value;
+    const std::string_view key = member->key;
+    const std::string where = fmt::format("weight_map[{}]", quote(key));
     if (!file.is_string() || !is_plain_file_name(file.text())) {
-      r.bad(fmt::format("weight_map[{}]", quote(std::string(member->key))),
-            "expected a plain file name");
+      r.bad(where, "expected a plain file name");
     }
-    m.weight_map.emplace_hint(m.weight_map.end(), member->key, file.text());
+    if (e < expected.size() && expected[e].first < key) {
+      r.bad(fmt::format("weight_map[{}]", quote(expected[e].first)),
+            "missing (a shard lists the key)");
+    }
+    if (e == expected.size() || expected[e].first != key) r.bad(where, "is not a key of any shard");
+    if (expected[e].second != file.text()) {
+      r.bad(where, fmt::format("names {}, but the key's first shard is {}", quote(file.text()),
+                               quote(expected[e].second)));
+    }
+    ++e;
+  }
+  if (e < expected.size()) {
+    r.bad(fmt::format("weight_map[{}]", quote(expected[e].first)),
+          "missing (a shard lists the key)");
   }
   return m;
+}
+
+std::vector<ShardKey> sorted_shard_keys(const Manifest& m) {
+  size_t count = 0;
+  for (const auto& s : m.shards) count += s.keys.size();
+  std::vector<ShardKey> keys;
+  keys.reserve(count);
+  for (size_t s = 0; s < m.shards.size(); ++s) {
+    const auto& list = m.shards[s].keys;
+    for (size_t i = 0; i < list.size(); ++i)
+      keys.push_back({list[i], static_cast<uint32_t>(s), static_cast<uint32_t>(i)});
+  }
+  std::stable_sort(keys.begin(), keys.end(),
+                   [](const ShardKey& a, const ShardKey& b) { return a.key < b.key; });
+  return keys;
+}
+
+WeightMap weight_map_of(const Manifest& m) {
+  WeightMap map;
+  for (const auto& k : sorted_shard_keys(m)) {
+    if (map.empty() || map.back().first != k.key) map.emplace_back(k.key, m.shards[k.shard].file);
+  }
+  return map;
 }
 
 Manifest read_manifest_file(const InputFile& file, const std::string& context) {

@@ -569,13 +569,27 @@ uint64_t entry_json_size(std::string_view key, DType dtype, const Shape& shape, 
   return member.size();
 }
 
-std::string index_json(uint64_t total_size, const std::map<std::string, std::string>& weight_map) {
-  json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}};
-  try {
-    return index.dump(2) + "\n";
-  } catch (const json::type_error&) {
-    fail_input("safetensors index: a key or shard name is not valid UTF-8");
+std::string index_json(
+    uint64_t total_size,
+    const std::vector<std::pair<std::string_view, std::string_view>>& weight_map) {
+  // Written field by field (a DOM of a million keys would take hundreds of MB).
+  JsonWriter w;
+  w.begin_object();
+  w.key("metadata");
+  w.begin_object();
+  w.field("total_size", total_size);
+  w.end_object();
+  w.key("weight_map");
+  w.begin_object();
+  for (const auto& [key, file] : weight_map) {
+    if (!is_utf8(key) || !is_utf8(file))
+      fail_input("safetensors index: a key or shard name is not valid UTF-8");
+    w.key(key);
+    w.value(file);
   }
+  w.end_object();
+  w.end_object();
+  return std::move(w).finish();
 }
 
 }  // namespace ptepack::safetensors

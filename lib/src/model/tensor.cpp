@@ -38,6 +38,12 @@ TensorLookup::TensorLookup(const TensorTable& table) {
   }
 }
 
+TensorLookup::TensorLookup(std::vector<const TensorTable::value_type*> entries)
+    : entries_(std::move(entries)) {
+  numbers_.reserve(entries_.size());
+  for (size_t i = 0; i < entries_.size(); ++i) numbers_.emplace(entries_[i]->first, i);
+}
+
 size_t TensorLookup::find(std::string_view key) const {
   auto it = numbers_.find(key);
   return it == numbers_.end() ? npos : it->second;

@@ -131,7 +131,6 @@ void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<St
         manifest.tensors.emplace(t.key, std::move(mt));
       }
     }
-    for (const auto& key : summary.shards[s].keys) manifest.weight_map.emplace(key, name);
   }
 }
 
@@ -159,7 +158,7 @@ void write_directory(PreparedPack& prepared, const PackOptions& options, AtomicO
   write_shards(tensors, groups, plan, contents, options, *output, progress, summary, manifest);
   manifest.state = summary.state;
   if (sharding.format == ShardFormat::safetensors) {
-    auto index = safetensors::index_json(manifest.total_size, manifest.weight_map);
+    auto index = safetensors::index_json(manifest.total_size, weight_map_of(manifest));
     check_readable_size(display("model.safetensors.index.json"), index.size(),
                         Limits::max_header_bytes);
     write_small_file(dir / "model.safetensors.index.json", display("model.safetensors.index.json"),

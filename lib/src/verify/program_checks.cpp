@@ -13,7 +13,7 @@
 namespace ptepack {
 
 void check_packed_program(const nb::Program& program, const ProgramKeys& keys,
-                          const TensorTable& data, const std::string& context,
+                          const TensorLookup& lookup, const std::string& context,
                           std::vector<std::string>& problems) {
   std::set<std::string_view> names;
   for (const auto& method : access::methods(program)) {
@@ -29,7 +29,6 @@ void check_packed_program(const nb::Program& program, const ProgramKeys& keys,
   if (access::methods(program).empty())
     problems.push_back(fmt::format("{}: program has no methods", context));
 
-  const TensorLookup lookup(data);
   for (const auto& use : keys.uses()) {
     const std::string_view key = use.key;
     if (use.mutated && !key.starts_with("state/")) {
@@ -79,7 +78,8 @@ void check_packed_program(const nb::Program& program, const ProgramKeys& keys,
   }
   // Both are ordered by key: one walk finds the stored keys nothing references.
   auto use = keys.uses().begin();
-  for (const auto& [key, tensor] : data) {
+  for (size_t i = 0; i < lookup.size(); ++i) {
+    const std::string& key = lookup.entry(i).first;
     while (use != keys.uses().end() && use->key < key) ++use;
     if (use == keys.uses().end() || use->key != key) {
       problems.push_back(

@@ -31,7 +31,7 @@ bool attempt(std::vector<std::string>& problems, Fn&& fn) {
 // resolvable with the right dtype and size, quantisation dtypes, mutable
 // buffer agreement, and no stored data that nothing references.
 void check_packed_program(const nb::Program& program, const ProgramKeys& keys,
-                          const TensorTable& data, const std::string& context,
+                          const TensorLookup& data, const std::string& context,
                           std::vector<std::string>& problems);
 
 // A .pte program against the data files it is loaded with: every EXTERNAL

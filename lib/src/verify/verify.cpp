@@ -113,7 +113,7 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
       data.emplace(alias, o->second);
     }
   }
-  check_packed_program(program.root(), keys, data, name, problems);
+  check_packed_program(program.root(), keys, TensorLookup(data), name, problems);
   // Duplicates that were not deduplicated: pack stores identical immutable tensors once.
   std::vector<std::string> stored;
   std::vector<ByteRange> ranges;

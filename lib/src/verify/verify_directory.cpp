@@ -7,8 +7,9 @@
 #include <exception>
 #include <set>
 #include <thread>
-#include <unordered_set>
+#include <tuple>
 
+#include "base/view_set.h"
 #include "program_checks.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/ordered_cursor.h"
@@ -90,7 +91,7 @@ std::set<std::string> verify_program_entries(const Manifest& m, const DirectoryP
 
 // The graph program against the manifest's state and mutable flags, then its
 // structure and data (check_packed_program).
-void check_graph_program(const nb::Program& program, const Manifest& m, const TensorTable& data,
+void check_graph_program(const nb::Program& program, const Manifest& m, const TensorLookup& data,
                          const std::string& mname, std::vector<std::string>& problems) {
   const ProgramKeys keys(program);
   const auto state = keys.mutated();
@@ -273,15 +274,20 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   // Tensors: each listed key readable where the manifest says, with matching layout and bytes.
   std::map<std::string, size_t> shard_index;
   for (size_t i = 0; i < m.shards.size(); ++i) shard_index[m.shards[i].file] = i;
-  TensorTable data;
-  std::vector<std::string> hashed_keys;
+  // The program's data, in key order: entries of the shards' tables (a
+  // safetensors alias, which its file does not hold, as a copy of its owner's).
+  std::vector<const TensorTable::value_type*> data;
+  data.reserve(m.tensors.size());
+  TensorTable alias_data;
+  std::vector<const std::pair<const std::string, ManifestTensor>*> hashed;  // manifest entries
   std::vector<ByteRange> ranges;
   // The manifest's keys come in order, so each shard's keys are met in order:
   // one cursor per shard finds them without a search.
   std::vector<OrderedCursor<TensorTable>> cursors;
   cursors.reserve(contents.size());
   for (const auto& c : contents) cursors.emplace_back(c.tensors);
-  for (const auto& [key, t] : m.tensors) {
+  for (const auto& entry : m.tensors) {
+    const auto& [key, t] = entry;
     auto where = [&, &k = key] { return fmt::format("{}: tensor {}", mname, quote(k)); };
     auto si = shard_index.find(t.shard);
     if (si == shard_index.end()) {
@@ -290,21 +296,23 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     }
     const auto& c = contents[si->second];
     if (!c.readable) continue;
-    const TensorData* found = nullptr;
-    if (auto it = cursors[si->second].find(key); it != c.tensors.end())
-      found = &it->second;
-    else if (!ptd_format && t.alias_of) {
-      if (auto o = c.tensors.find(*t.alias_of); o != c.tensors.end()) found = &o->second;
+    const TensorTable::value_type* found = nullptr;
+    if (auto it = cursors[si->second].find(key); it != c.tensors.end()) {
+      found = &*it;
+    } else if (!ptd_format && t.alias_of) {
+      if (auto o = c.tensors.find(*t.alias_of); o != c.tensors.end())
+        found = &*alias_data.emplace_hint(alias_data.end(), key, o->second);
     }
     if (found == nullptr) {
       problems.push_back(fmt::format("{}: not readable from {}", where(), t.shard));
       continue;
     }
-    if (found->dtype != t.dtype || found->shape != t.shape || found->bytes.size != t.nbytes) {
+    const TensorData& d = found->second;
+    if (d.dtype != t.dtype || d.shape != t.shape || d.bytes.size != t.nbytes) {
       problems.push_back(
           fmt::format("{}: manifest says {} [{}] {} bytes but {} holds {} [{}] {} bytes", where(),
                       dtype_name(t.dtype), fmt::join(t.shape, ", "), t.nbytes, t.shard,
-                      dtype_name(found->dtype), fmt::join(found->shape, ", "), found->bytes.size));
+                      dtype_name(d.dtype), fmt::join(d.shape, ", "), d.bytes.size));
     }
     if (t.alias_of) {
       auto owner = m.tensors.find(*t.alias_of);
@@ -320,18 +328,20 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
         problems.push_back(
             fmt::format("{}: state key is an alias (state is never deduplicated)", where()));
     }
-    data.emplace_hint(data.end(), key, *found);
-    hashed_keys.push_back(key);
-    ranges.push_back(found->bytes);
+    data.push_back(found);
+    hashed.push_back(&entry);
+    ranges.push_back(d.bytes);
   }
-  std::unordered_set<std::string_view> listed;
-  listed.reserve(m.tensors.size());
-  for (const auto& entry : m.tensors) listed.insert(entry.first);
-  for (size_t i = 0; i < m.shards.size(); ++i) {
-    for (const auto& [key, t] : contents[i].tensors) {
-      if (!listed.count(key)) {
-        problems.push_back(fmt::format("{}: key {} in {} is not in the manifest", mname, quote(key),
-                                       m.shards[i].file));
+  {
+    detail::ViewSet listed;
+    listed.reserve(m.tensors.size());
+    for (const auto& entry : m.tensors) listed.insert(entry.first);
+    for (size_t i = 0; i < m.shards.size(); ++i) {
+      for (const auto& [key, t] : contents[i].tensors) {
+        if (!listed.contains(key)) {
+          problems.push_back(fmt::format("{}: key {} in {} is not in the manifest", mname,
+                                         quote(key), m.shards[i].file));
+        }
       }
     }
   }
@@ -341,7 +351,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   std::exception_ptr program_checks_error;
   auto check_program = [&] {
     try {
-      check_graph_program(program.root(), m, data, mname, program_checks);
+      check_graph_program(program.root(), m, TensorLookup(data), mname, program_checks);
     } catch (...) {
       program_checks_error = std::current_exception();
     }
@@ -357,24 +367,35 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     }
   } join{program_checker};
   auto digests = hash_ranges(ranges, options.jobs, options.progress);
-  for (size_t i = 0; i < hashed_keys.size(); ++i) {
+  for (size_t i = 0; i < hashed.size(); ++i) {
     report.bytes_hashed += ranges[i].size;
     ++report.tensors_checked;
-    if (to_hex(digests[i]) != m.tensors.at(hashed_keys[i]).sha256) {
+    if (to_hex(digests[i]) != hashed[i]->second.sha256) {
       problems.push_back(fmt::format("{}: tensor {}: bytes do not match the manifest's SHA-256",
-                                     mname, quote(hashed_keys[i])));
+                                     mname, quote(hashed[i]->first)));
     }
   }
 
   // A key in two shards: a loader given both refuses them, pack never writes it.
-  std::map<std::string, std::string> first_shard;
-  for (const auto& s : m.shards) {
-    for (const auto& k : s.keys) {
-      auto [it, fresh] = first_shard.emplace(k, s.file);
-      if (!fresh) {
-        problems.push_back(fmt::format("{}: key {} is in two shards: {} and {}", mname, quote(k),
-                                       it->second, s.file));
+  {
+    const auto keys = sorted_shard_keys(m);
+    std::vector<std::pair<const ShardKey*, const ShardKey*>> twice;  // (first, later)
+    for (size_t i = 1, first = 0; i < keys.size(); ++i) {
+      if (keys[i].key != keys[first].key) {
+        first = i;
+        continue;
       }
+      twice.emplace_back(&keys[first], &keys[i]);
+    }
+    // Reported in the order of the later shard's lists.
+    std::sort(twice.begin(), twice.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.second->shard, a.second->position) <
+             std::tie(b.second->shard, b.second->position);
+    });
+    for (const auto& [first, later] : twice) {
+      problems.push_back(fmt::format("{}: key {} is in two shards: {} and {}", mname,
+                                     quote(later->key), m.shards[first->shard].file,
+                                     m.shards[later->shard].file));
     }
   }
   if (programs) {
@@ -390,15 +411,9 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     }
   }
 
-  // Derived manifest fields.
-  std::map<std::string, std::string> weight_map;
+  // Derived manifest fields (the reader checked the weight_map).
   uint64_t total = 0;
-  for (const auto& s : m.shards) {
-    total += s.payload_bytes;
-    for (const auto& k : s.keys) weight_map.emplace(k, s.file);
-  }
-  if (weight_map != m.weight_map)
-    problems.push_back(fmt::format("{}: weight_map does not match the shards' keys", mname));
+  for (const auto& s : m.shards) total += s.payload_bytes;
   if (total != m.total_size)
     problems.push_back(fmt::format("{}: metadata.total_size {} differs from the shards' payload {}",
                                    mname, m.total_size, total));
@@ -406,7 +421,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     attempt(problems, [&] {
       auto file = open_inside(paths.dir, "model.safetensors.index.json", mname);
       auto raw = file->read_range(0, std::min<uint64_t>(file->size(), Limits::max_header_bytes));
-      auto expected_index = safetensors::index_json(total, weight_map);
+      auto expected_index = safetensors::index_json(total, weight_map_of(m));
       if (std::string(raw.begin(), raw.end()) != expected_index) {
         problems.push_back(
             fmt::format("{}: does not match the manifest's weight_map", file->name()));

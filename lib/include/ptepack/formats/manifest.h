@@ -5,6 +5,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ptepack/io/input_file.h"
@@ -61,8 +63,24 @@ struct Manifest {
   std::map<std::string, ManifestTensor> tensors;
   std::vector<std::string> state;  // every state key, with or without data
   uint64_t total_size = 0;         // metadata.total_size
-  std::map<std::string, std::string> weight_map;
+  // The file's weight_map is derived data (weight_map_of): the reader checks
+  // it and keeps nothing of it.
 };
+
+// One entry of a shard's key list.
+struct ShardKey {
+  std::string_view key;
+  uint32_t shard = 0;     // index into Manifest::shards
+  uint32_t position = 0;  // index into that shard's keys
+};
+// Every shard's keys in one list sorted by key; a key several shards list
+// comes once per shard, in shard order. Views into m.shards.
+[[nodiscard]] std::vector<ShardKey> sorted_shard_keys(const Manifest& m);
+
+// key -> file of the first shard listing it, sorted by key: the manifest's
+// weight_map and the safetensors index's. Views into m.shards.
+using WeightMap = std::vector<std::pair<std::string_view, std::string_view>>;
+[[nodiscard]] WeightMap weight_map_of(const Manifest& m);
 
 inline constexpr std::string_view kManifestFormat = "ptepack.manifest";
 inline constexpr int kManifestVersion = 1;          // program-graph directories

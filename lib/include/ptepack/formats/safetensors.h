@@ -65,6 +65,10 @@ uint64_t entry_json_size(std::string_view key, DType dtype, const Shape& shape, 
 
 // The standard index file text ({"metadata": {"total_size": N}, "weight_map": {...}}),
 // pretty-printed with 2-space indent, keys sorted, trailing newline.
-std::string index_json(uint64_t total_size, const std::map<std::string, std::string>& weight_map);
+// `weight_map` is sorted by key, each key once. Errors: invalid_input for a
+// key or file name that is not valid UTF-8.
+std::string index_json(
+    uint64_t total_size,
+    const std::vector<std::pair<std::string_view, std::string_view>>& weight_map);
 
 }  // namespace ptepack::safetensors

@@ -43,6 +43,8 @@ class TensorLookup {
  public:
   static constexpr size_t npos = SIZE_MAX;
   explicit TensorLookup(const TensorTable& table);
+  // Entries of one or more tables, in ascending key order, each key once.
+  explicit TensorLookup(std::vector<const TensorTable::value_type*> entries);
   // The entry's number, or npos.
   [[nodiscard]] size_t find(std::string_view key) const;
   [[nodiscard]] const TensorTable::value_type& entry(size_t i) const { return *entries_[i]; }
