@@ -21,13 +21,14 @@ std::vector<uint8_t> bytes_of(const ptepack::ByteRange& range) {
 void check_rewrite(const ptepack::ptd::File& original) {
   namespace ptd = ptepack::ptd;
   using ptepack::fuzz::invariant_failed;
-  std::map<uint32_t, uint32_t> new_index;  // original segment -> rewritten segment
+  // Original byte range (offset, size) -> rewritten segment.
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> new_index;
   std::vector<uint64_t> sizes;
   std::vector<const ptepack::ByteRange*> contents;
   std::vector<ptd::Entry> entries;
   for (const auto& [key, tensor] : original.tensors) {
-    uint32_t segment = original.segment_of.at(key);
-    auto [it, fresh] = new_index.emplace(segment, static_cast<uint32_t>(sizes.size()));
+    auto [it, fresh] = new_index.emplace(std::pair(tensor.bytes.offset, tensor.bytes.size),
+                                         static_cast<uint32_t>(sizes.size()));
     if (fresh) {
       sizes.push_back(tensor.bytes.size);
       contents.push_back(&tensor.bytes);

@@ -18,6 +18,7 @@
 #include "ptepack/formats/flat_tensor.h"
 #include "ptepack/hash/sha256.h"
 #include "ptepack/schema/flat_tensor_generated.h"
+#include "verify/program_checks.h"
 
 namespace fs = std::filesystem;
 namespace fbs = flat_tensor_flatbuffer;
@@ -126,8 +127,8 @@ TEST_CASE("ptd: plan_file output reads back with keys, dtypes, shapes and bytes"
     const auto& t = file.tensors.at(e.key);
     CHECK(t.dtype == e.dtype);
     CHECK(t.shape == e.shape);
-    CHECK(file.segment_of.at(e.key) == e.segment);
     CHECK(t.bytes.offset == layout.segment_offsets[e.segment]);
+    CHECK(t.bytes.size == s.segments[e.segment].size());
     CHECK(read_tensor(t) == s.segments[e.segment]);
   }
 
@@ -206,8 +207,7 @@ TEST_CASE("ptd: two keys share one segment with different layouts") {
   CHECK(a.dtype == DType::FLOAT);
   CHECK(b.dtype == DType::BYTE);
   CHECK(b.shape == ptepack::Shape{2, 8});
-  CHECK(file.segment_of.at("m/a") == 0);
-  CHECK(file.segment_of.at("m/b") == 0);
+  CHECK(file.segment_keys == std::vector<uint32_t>{2});
   CHECK(read_tensor(b) == segments[0]);
 }
 
@@ -333,7 +333,9 @@ TEST_CASE("ptd: an independent Python reader agrees with the C++ reader") {
     INFO(key);
     const auto& t = file.tensors.at(key);
     CHECK(key == s.entries[i].key);
-    CHECK(j["segment_index"] == file.segment_of.at(key));
+    const auto& segment = file.segments.at(j["segment_index"].get<size_t>());
+    CHECK(t.bytes.offset == segment.offset);
+    CHECK(t.bytes.size == segment.size);
     CHECK(j["tensor_layout"]["scalar_type"] == ptepack::ptd_scalar_type(t.dtype));
     CHECK(j["tensor_layout"]["scalar_type_name"] == std::string(ptepack::dtype_name(t.dtype)));
     CHECK(j["tensor_layout"]["sizes"].get<std::vector<int64_t>>() == t.shape);
@@ -413,6 +415,21 @@ void set_u32(std::string& bytes, size_t at, uint32_t v) {
 }
 
 }  // namespace
+
+TEST_CASE("ptd: segments no key references are counted and noted") {
+  // Valid FlatTensor that ptepack never writes: three segments, the middle one unused.
+  RawFile raw;
+  raw.segments = {{0, 16}, {16, 24}, {48, 8}};
+  raw.data = pattern(56, 'x');
+  raw.named = {byte_entry("m/a", 0, {16}), byte_entry("m/b", 2, {8}), byte_entry("m/c", 0, {4, 4})};
+  TempDir dir;
+  auto file = read_bytes(dir, craft(raw));
+  CHECK(file.segment_keys == std::vector<uint32_t>{2, 0, 1});
+  std::vector<std::string> notes;
+  ptepack::note_unreferenced_segments(file, notes);
+  REQUIRE(notes.size() == 1);
+  CHECK_THAT(notes[0], Catch::EndsWith(": segment 1 (24 bytes) is referenced by no key"));
+}
 
 TEST_CASE("ptd: truncation at every byte offset is rejected, flipped bytes never crash") {
   Sample s;

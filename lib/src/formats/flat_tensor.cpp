@@ -512,6 +512,7 @@ File read_file(const InputFilePtr& file) {
     out.segments.push_back({h.segment_base + segment->offset(), segment->size()});
   }
 
+  out.segment_keys.assign(out.segments.size(), 0);
   for (flatbuffers::uoffset_t i = 0; i < root->named_data()->size(); ++i) {
     const fbs::NamedData* named = root->named_data()->Get(i);
     if (named->key() == nullptr) fail_input("{}: named_data[{}] has no key", name, i);
@@ -546,7 +547,7 @@ File read_file(const InputFilePtr& file) {
       tensor.shape = {static_cast<int64_t>(segment.size)};
       tensor.opaque = true;
     }
-    out.segment_of.emplace(key, index);
+    ++out.segment_keys[index];
     out.tensors.emplace(std::move(key), std::move(tensor));
   }
   return out;

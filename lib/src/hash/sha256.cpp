@@ -66,4 +66,21 @@ std::string to_hex(std::span<const uint8_t> bytes) {
   return out;
 }
 
+std::optional<Digest> digest_from_hex(std::string_view hex) {
+  if (hex.size() != 64) return std::nullopt;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  Digest digest{};
+  for (size_t i = 0; i < digest.size(); ++i) {
+    const int high = nibble(hex[2 * i]);
+    const int low = nibble(hex[2 * i + 1]);
+    if (high < 0 || low < 0) return std::nullopt;
+    digest[i] = static_cast<uint8_t>(high << 4 | low);
+  }
+  return digest;
+}
+
 }  // namespace ptepack

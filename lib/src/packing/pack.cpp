@@ -263,7 +263,7 @@ PackSummary pack_once(const PackOptions& options) {
     for (size_t i = 0; i < digests.size(); ++i) {
       auto& t = prepared.tensors[i];
       t.sha256 = digests[i];
-      if (t.data.expected_sha256 && *t.data.expected_sha256 != to_hex(t.sha256)) {
+      if (t.data.expected_sha256 && *t.data.expected_sha256 != t.sha256) {
         fail_input("{}: tensor {}: bytes do not match the manifest's SHA-256 (corrupt input)",
                    t.data.bytes.file->name(), quote(t.key));
       }

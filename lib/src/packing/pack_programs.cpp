@@ -74,7 +74,7 @@ Inputs load_inputs(const PackOptions& options) {
 void check_expected_digests(const Inputs& in, const RangeDigests& digests) {
   for (const auto& a : in.artifacts) {
     for (const auto& [key, t] : a.data) {
-      if (t.expected_sha256 && *t.expected_sha256 != to_hex(digests.of(t.bytes))) {
+      if (t.expected_sha256 && *t.expected_sha256 != digests.of(t.bytes)) {
         fail_input("{}: tensor {}: bytes do not match the manifest's SHA-256 (corrupt input)",
                    t.bytes.file->name(), quote(key));
       }

@@ -17,7 +17,14 @@ ProgramKeys::ProgramKeys(const nb::Program& program) {
     uint8_t role;
     bool mutated;
   };
+  // Counted first: the lists are sized once (a grown list briefly holds two copies).
+  size_t count = 0;
+  for (const auto& method : access::methods(program)) {
+    for (const auto& c : access::constants(method)) count += access::mutated(c) ? 1U : 0U;
+    for_each_data_key(method, [&count](std::string_view, KeyRole) { ++count; });
+  }
   std::vector<Reference> references;
+  references.reserve(count);
   for (const auto& method : access::methods(program)) {
     const std::string_view name = access::name(method);
     const auto m = static_cast<uint32_t>(
@@ -34,6 +41,17 @@ ProgramKeys::ProgramKeys(const nb::Program& program) {
   std::sort(references.begin(), references.end(), [](const Reference& a, const Reference& b) {
     return a.key != b.key ? a.key < b.key : a.method < b.method;
   });
+  size_t keys = 0;
+  size_t key_methods = 0;
+  for (size_t i = 0; i < references.size(); ++i) {
+    const bool new_key = i == 0 || references[i].key != references[i - 1].key;
+    keys += new_key ? 1U : 0U;
+    key_methods +=
+        references[i].role != 0 && (new_key || references[i].method != references[i - 1].method ||
+                                    references[i - 1].role == 0);
+  }
+  uses_.reserve(keys);
+  methods_.reserve(key_methods);
   for (size_t i = 0; i < references.size();) {
     Use use{references[i].key, static_cast<uint32_t>(methods_.size()), 0, 0, false};
     for (; i < references.size() && references[i].key == use.key; ++i) {
@@ -47,8 +65,6 @@ ProgramKeys::ProgramKeys(const nb::Program& program) {
     use.methods_count = static_cast<uint32_t>(methods_.size()) - use.methods_begin;
     uses_.push_back(use);
   }
-  uses_.shrink_to_fit();
-  methods_.shrink_to_fit();
 }
 
 const ProgramKeys::Use* ProgramKeys::find(std::string_view key) const {

@@ -138,10 +138,8 @@ void check_program_data(const pte::Program& program, const std::string& context,
 }
 
 void note_unreferenced_segments(const ptd::File& file, std::vector<std::string>& notes) {
-  std::vector<bool> used(file.segments.size(), false);
-  for (const auto& [key, index] : file.segment_of) used[index] = true;
-  for (size_t s = 0; s < used.size(); ++s) {
-    if (!used[s]) {
+  for (size_t s = 0; s < file.segments.size(); ++s) {
+    if (file.segment_keys[s] == 0) {
       notes.push_back(fmt::format("{}: segment {} ({} bytes) is referenced by no key", file.name, s,
                                   file.segments[s].size));
     }

@@ -126,7 +126,7 @@ struct File {
   uint64_t segment_base = 0;
   std::vector<Segment> segments;
   TensorTable tensors;                         // key -> dtype/shape/ByteRange in `file`
-  std::map<std::string, uint32_t> segment_of;  // key -> segment index
+  std::vector<uint32_t> segment_keys;  // per segment, how many keys it holds
 };
 
 // Reads and validates a .ptd: identifier FT01, FH01 header (length >= 40, offsets consistent with

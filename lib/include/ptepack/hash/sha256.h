@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -36,5 +37,7 @@ class Sha256 {
 [[nodiscard]] inline std::string to_hex(const Digest& digest) {
   return to_hex(std::span<const uint8_t>(digest));
 }
+// The digest 64 lowercase hex digits spell, or nullopt for any other text.
+[[nodiscard]] std::optional<Digest> digest_from_hex(std::string_view hex);
 
 }  // namespace ptepack

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ptepack/hash/sha256.h"
 #include "ptepack/io/input_file.h"
 #include "ptepack/model/dtype.h"
 
@@ -30,7 +31,7 @@ struct TensorData {
   bool opaque = false;
   // Digest the source promises for these bytes (a directory's manifest),
   // checked when the bytes are hashed so corrupt inputs are never repacked.
-  std::optional<std::string> expected_sha256 = std::nullopt;
+  std::optional<Digest> expected_sha256 = std::nullopt;
 };
 
 // key -> tensor, ordered by key bytes (std::string compares bytewise).
