@@ -26,20 +26,20 @@ namespace ptepack::access {
 
 // --- Ranges ----------------------------------------------------------------
 
-// Elements of a list of table pointers (unique_ptr or flatbuffer offsets), as references.
-template <typename It, typename Ref>
-class TableRange {
+// A list's elements through a projection: table pointers (unique_ptr or
+// flatbuffer offsets) as references, flatbuffer strings as std::string_view.
+template <typename It, typename Project>
+class ProjectedRange {
  public:
+  using reference = decltype(Project{}(*std::declval<It>()));
   class iterator {
    public:
     using iterator_category = std::input_iterator_tag;
-    using value_type = std::remove_reference_t<Ref>;
+    using value_type = std::remove_cvref_t<reference>;
     using difference_type = std::ptrdiff_t;
-    using pointer = value_type*;
-    using reference = Ref;
-    iterator() = default;
+    using pointer = void;
     explicit iterator(It it) : it_(it) {}
-    Ref operator*() const { return static_cast<Ref>(**it_); }
+    reference operator*() const { return Project{}(*it_); }
     iterator& operator++() {
       ++it_;
       return *this;
@@ -54,11 +54,14 @@ class TableRange {
    private:
     It it_;
   };
-  TableRange(It begin, It end, size_t size) : begin_(begin), end_(end), size_(size) {}
+  ProjectedRange(It begin, It end, size_t size) : begin_(begin), end_(end), size_(size) {}
   [[nodiscard]] iterator begin() const { return iterator(begin_); }
   [[nodiscard]] iterator end() const { return iterator(end_); }
   [[nodiscard]] size_t size() const { return size_; }
   [[nodiscard]] bool empty() const { return size_ == 0; }
+  [[nodiscard]] reference operator[](size_t i) const {
+    return Project{}(*std::next(begin_, static_cast<std::ptrdiff_t>(i)));
+  }
 
  private:
   It begin_;
@@ -66,104 +69,67 @@ class TableRange {
   size_t size_;
 };
 
+template <typename Ref>
+struct Deref {
+  template <typename Pointer>
+  Ref operator()(const Pointer& p) const {
+    return static_cast<Ref>(*p);
+  }
+};
+struct AsView {
+  std::string_view operator()(const flatbuffers::String* s) const {
+    return {s->c_str(), s->size()};
+  }
+};
+
+// A flatbuffer list, empty when the field is absent.
+template <typename Project, typename T>
+auto projected(const flatbuffers::Vector<T>* list) {
+  using It = typename flatbuffers::Vector<T>::const_iterator;
+  using Range = ProjectedRange<It, Project>;
+  return list == nullptr ? Range(It(nullptr, 0), It(nullptr, 0), 0)
+                         : Range(list->begin(), list->end(), list->size());
+}
+
 template <typename T>
 auto tables(std::vector<std::unique_ptr<T>>& list) {
-  return TableRange<typename std::vector<std::unique_ptr<T>>::iterator, T&>(
+  return ProjectedRange<typename std::vector<std::unique_ptr<T>>::iterator, Deref<T&>>(
       list.begin(), list.end(), list.size());
 }
 template <typename T>
 auto tables(const std::vector<std::unique_ptr<T>>& list) {
-  return TableRange<typename std::vector<std::unique_ptr<T>>::const_iterator, const T&>(
+  return ProjectedRange<typename std::vector<std::unique_ptr<T>>::const_iterator, Deref<const T&>>(
       list.begin(), list.end(), list.size());
 }
 template <typename T>
 auto tables(const flatbuffers::Vector<flatbuffers::Offset<T>>* list) {
-  using It = typename flatbuffers::Vector<flatbuffers::Offset<T>>::const_iterator;
-  if (list == nullptr) return TableRange<It, const T&>(It(nullptr, 0), It(nullptr, 0), 0);
-  return TableRange<It, const T&>(list->begin(), list->end(), list->size());
+  return projected<Deref<const T&>>(list);
 }
 
 // A flatbuffer list of strings as std::string_view (a tree's std::vector<std::string>
 // is used as it is: its elements convert).
-class StringRange {
- public:
-  using List = flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>;
-  class iterator {
-   public:
-    using iterator_category = std::input_iterator_tag;
-    using value_type = std::string_view;
-    using difference_type = std::ptrdiff_t;
-    using pointer = const std::string_view*;
-    using reference = std::string_view;
-    iterator() : it_(nullptr, 0) {}
-    explicit iterator(List::const_iterator it) : it_(it) {}
-    std::string_view operator*() const { return {it_->c_str(), it_->size()}; }
-    iterator& operator++() {
-      ++it_;
-      return *this;
-    }
-    iterator operator++(int) {
-      iterator before = *this;
-      ++it_;
-      return before;
-    }
-    bool operator==(const iterator& other) const { return it_ == other.it_; }
-
-   private:
-    List::const_iterator it_;
-  };
-  explicit StringRange(const List* list) : list_(list) {}
-  [[nodiscard]] iterator begin() const {
-    return iterator(list_ ? list_->begin() : List::const_iterator(nullptr, 0));
-  }
-  [[nodiscard]] iterator end() const {
-    return iterator(list_ ? list_->end() : List::const_iterator(nullptr, 0));
-  }
-  [[nodiscard]] size_t size() const { return list_ ? list_->size() : 0; }
-  [[nodiscard]] bool empty() const { return size() == 0; }
-  [[nodiscard]] std::string_view operator[](size_t i) const {
-    const auto* s = list_->Get(static_cast<flatbuffers::uoffset_t>(i));
-    return {s->c_str(), s->size()};
-  }
-
- private:
-  const List* list_;
-};
+using StringList = flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>;
+using StringRange = decltype(projected<AsView>(std::declval<const StringList*>()));
 
 inline const std::vector<std::string>& strings(const std::vector<std::string>& list) {
   return list;
 }
-inline StringRange strings(const StringRange::List* list) { return StringRange(list); }
+inline StringRange strings(const StringList* list) { return projected<AsView>(list); }
 
 // A flatbuffer list of scalars (the tree's std::vector is used as it is).
-template <typename T>
-class ScalarRange {
- public:
-  using List = flatbuffers::Vector<T>;
-  explicit ScalarRange(const List* list) : list_(list) {}
-  [[nodiscard]] size_t size() const { return list_ ? list_->size() : 0; }
-  [[nodiscard]] bool empty() const { return size() == 0; }
-  [[nodiscard]] T operator[](size_t i) const {
-    return list_->Get(static_cast<flatbuffers::uoffset_t>(i));
+struct AsValue {
+  template <typename T>
+  T operator()(T value) const {
+    return value;
   }
-  [[nodiscard]] auto begin() const {
-    return list_ ? list_->begin() : typename List::const_iterator(nullptr, 0);
-  }
-  [[nodiscard]] auto end() const {
-    return list_ ? list_->end() : typename List::const_iterator(nullptr, 0);
-  }
-
- private:
-  const List* list_;
 };
-
 template <typename T>
 const std::vector<T>& scalars(const std::vector<T>& list) {
   return list;
 }
 template <typename T>
-ScalarRange<T> scalars(const flatbuffers::Vector<T>* list) {
-  return ScalarRange<T>(list);
+auto scalars(const flatbuffers::Vector<T>* list) {
+  return projected<AsValue>(list);
 }
 
 inline std::string_view text(const flatbuffers::String* s) {
