@@ -120,6 +120,7 @@ TEST_CASE("a program buffer reads in place what its object tree holds") {
   CHECK(access::text(root.methods()->Get(1)->name()) == "decode");
   auto moved = std::move(buffer);  // the root stays valid: the bytes do not move
   CHECK(&moved.root() == &root);
+  CHECK_FALSE(buffer);  // NOLINT(bugprone-use-after-move): a moved-from buffer is empty
   auto tree = unpack_program(std::move(moved));
   CHECK(*tree == *read_program_file(test::data_path("two_methods.json")));
 }

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -27,6 +28,16 @@ using ProgramPtr = std::unique_ptr<nb::ProgramT>;
 class ProgramBuffer {
  public:
   ProgramBuffer() = default;
+  ProgramBuffer(ProgramBuffer&& other) noexcept
+      : storage_(std::move(other.storage_)), root_(std::exchange(other.root_, nullptr)) {}
+  ProgramBuffer& operator=(ProgramBuffer&& other) noexcept {
+    storage_ = std::move(other.storage_);
+    root_ = std::exchange(other.root_, nullptr);
+    return *this;
+  }
+  ProgramBuffer(const ProgramBuffer&) = delete;
+  ProgramBuffer& operator=(const ProgramBuffer&) = delete;
+  ~ProgramBuffer() = default;
   [[nodiscard]] explicit operator bool() const { return root_ != nullptr; }
   [[nodiscard]] const nb::Program& root() const { return *root_; }
   [[nodiscard]] size_t size() const;
