@@ -50,7 +50,7 @@ std::string reference_manifest_json(const Manifest& m) {
   j["shards"] = std::move(shards);
   ordered tensors = ordered::object();
   for (const auto& [key, t] : m.tensors) {
-    ordered entry{{"shard", t.shard},   {"sha256", t.sha256},
+    ordered entry{{"shard", t.shard},   {"sha256", to_hex(t.sha256)},
                   {"nbytes", t.nbytes}, {"dtype", dtype_name(t.dtype)},
                   {"shape", t.shape},   {"mutable", t.is_mutable}};
     if (t.alias_of) entry["alias_of"] = *t.alias_of;
@@ -75,7 +75,7 @@ std::string reference_manifest_json(const Manifest& m) {
 ManifestTensor tensor(std::string shard, Shape shape) {
   ManifestTensor t;
   t.shard = std::move(shard);
-  t.sha256 = std::string(64, 'a');
+  t.sha256.fill(0xa5);
   t.nbytes = 24;
   t.dtype = DType::FLOAT;
   t.shape = std::move(shape);

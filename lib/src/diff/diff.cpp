@@ -60,7 +60,7 @@ Content content_of(const Artifact& artifact, unsigned jobs) {
       hashing = true;
     }
     c.keys.emplace(key, KeyState{data.dtype, data.shape, data.bytes.size,
-                                 listed != nullptr ? listed->sha256 : std::string()});
+                                 listed != nullptr ? to_hex(listed->sha256) : std::string()});
   }
   if (hashing) {
     digests.compute(jobs, nullptr);

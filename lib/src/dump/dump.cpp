@@ -37,7 +37,7 @@ using ordered = nlohmann::json;
 struct KeyRow {
   const std::string* key = nullptr;
   const TensorData* data = nullptr;
-  const std::string* manifest_sha256 = nullptr;  // else the digest computed at the same index
+  const Digest* manifest_sha256 = nullptr;  // else the digest computed at the same index
   std::string_view shard;
   std::string_view alias_of;
   bool is_mutable = false;
@@ -507,7 +507,7 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
   }
   // A key the manifest does not list (a corrupt directory), or --no-hash: no digest to show.
   auto sha256_of = [&](size_t i) {
-    if (rows[i].manifest_sha256 != nullptr) return *rows[i].manifest_sha256;
+    if (rows[i].manifest_sha256 != nullptr) return to_hex(*rows[i].manifest_sha256);
     return i < digests.size() ? to_hex(digests[i]) : std::string();
   };
 

@@ -189,7 +189,7 @@ void load_shards(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
   for (const auto& [alias, owner] : a.aliases) a.data.emplace(alias, a.data.at(owner));
   for (const auto& [key, t] : m.tensors) {
     if (t.alias_of && !a.aliases.count(key)) a.aliases.emplace(key, *t.alias_of);
-    a.data.at(key).expected_sha256 = digest_from_hex(t.sha256);  // checked hex
+    a.data.at(key).expected_sha256 = t.sha256;
   }
 }
 

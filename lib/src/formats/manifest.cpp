@@ -163,7 +163,7 @@ std::string manifest_to_json(const Manifest& m) {
     if (t.opaque) {
       w.field("opaque", true);
     }
-    w.field("sha256", t.sha256);
+    w.field("sha256", to_hex(t.sha256));
     w.key("shape");
     w.numbers(t.shape);
     w.field("shard", t.shard);
@@ -263,7 +263,7 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
     const Where where("tensors", key);
     ManifestTensor mt;
     mt.shard = r.file_name(t, "shard", where);
-    mt.sha256 = r.digest(t, "sha256", where);
+    mt.sha256 = *digest_from_hex(r.digest(t, "sha256", where));  // checked hex
     mt.nbytes = r.number(t, "nbytes", where);
     auto dtype = dtype_from_name(r.string(t, "dtype", where));
     if (!dtype) r.bad(where + ".dtype", "unknown ScalarType name");

@@ -124,9 +124,8 @@ void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<St
       const auto& owner = tensors[members[0]];
       for (size_t index : members) {
         const auto& t = tensors[index];
-        ManifestTensor mt{name,         to_hex(t.sha256), t.data.bytes.size,
-                          t.data.dtype, t.data.shape,     t.is_mutable,
-                          {},           t.data.dim_order, t.data.opaque};
+        ManifestTensor mt{name,         t.sha256, t.data.bytes.size, t.data.dtype, t.data.shape,
+                          t.is_mutable, {},       t.data.dim_order,  t.data.opaque};
         if (index != members[0]) mt.alias_of = owner.key;
         manifest.tensors.emplace(t.key, std::move(mt));
       }

@@ -240,7 +240,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
         uint64_t measured = m.cap_mode == "file" ? file->size() : c.payload;
         // --oversize own-shard: over the cap only alone (one stored tensor, its aliases).
         auto alone = [&] {
-          const std::string* stored = nullptr;  // the digest every key must share
+          const Digest* stored = nullptr;  // the digest every key must share
           for (const auto& key : s.keys) {
             auto t = m.tensors.find(key);
             if (t == m.tensors.end()) continue;
@@ -370,7 +370,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   for (size_t i = 0; i < hashed.size(); ++i) {
     report.bytes_hashed += ranges[i].size;
     ++report.tensors_checked;
-    if (to_hex(digests[i]) != hashed[i]->second.sha256) {
+    if (digests[i] != hashed[i]->second.sha256) {
       problems.push_back(fmt::format("{}: tensor {}: bytes do not match the manifest's SHA-256",
                                      mname, quote(hashed[i]->first)));
     }

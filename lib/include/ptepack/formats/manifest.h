@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "ptepack/hash/sha256.h"
 #include "ptepack/io/input_file.h"
 #include "ptepack/model/tensor.h"
 
@@ -40,7 +41,7 @@ struct ManifestShard {
 
 struct ManifestTensor {
   std::string shard;
-  std::string sha256;
+  Digest sha256{};  // written and read as 64 lowercase hex digits
   uint64_t nbytes = 0;
   DType dtype = DType::BYTE;
   Shape shape;
