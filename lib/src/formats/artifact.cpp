@@ -42,7 +42,15 @@ void merge_table(TensorTable& into, TensorTable&& from, const std::string& sourc
   }
 }
 
-void load_package(Artifact& a) {
+void keep_program(Artifact& a, ProgramBuffer buffer, ProgramForm form) {
+  if (form == ProgramForm::tree) {
+    a.program_tree = unpack_program(std::move(buffer));
+  } else {
+    a.program = std::move(buffer);
+  }
+}
+
+void load_package(Artifact& a, ProgramForm form) {
   auto file = InputFile::open(a.root);
   auto members = zip::read_directory(*file);
   const zip::Member* program = nullptr;
@@ -67,7 +75,7 @@ void load_package(Artifact& a) {
     fail_input("{}:program.ptg: CRC-32 does not match the stored bytes (corrupt package)", a.name);
   }
   a.program_file_bytes = bytes.size();
-  a.program = read_program_buffer(std::move(bytes), a.name + ":program.ptg");
+  keep_program(a, read_program_buffer(std::move(bytes), a.name + ":program.ptg"), form);
   if (weights != nullptr) {
     // The package carries no digests, only CRC-32s: check them so a damaged
     // package is never repacked or shown as if whole.
@@ -108,11 +116,11 @@ void load_package(Artifact& a) {
 }
 
 void load_graph_program(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
-                        const std::string& manifest_name);
+                        const std::string& manifest_name, ProgramForm form);
 void load_shards(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
                  const std::string& manifest_name);
 
-void load_directory(Artifact& a) {
+void load_directory(Artifact& a, ProgramForm form) {
   auto paths = directory_paths(a.root);
   a.root = paths.dir;
   auto manifest_file = InputFile::open(paths.manifest);
@@ -139,7 +147,7 @@ void load_directory(Artifact& a) {
   parallel_for(2, jobs, [&](size_t task) {
     try {
       if (task == 0) {
-        load_graph_program(a, paths, m, manifest_file->name());
+        load_graph_program(a, paths, m, manifest_file->name(), form);
       } else {
         load_shards(a, paths, m, manifest_file->name());
       }
@@ -153,7 +161,7 @@ void load_directory(Artifact& a) {
 }
 
 void load_graph_program(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
-                        const std::string& manifest_name) {
+                        const std::string& manifest_name, ProgramForm form) {
   auto program_file = open_inside(paths.dir, m.program.file, manifest_name);
   if (program_file->size() > Limits::max_program_bytes) {
     fail_input("{}: program of {} bytes exceeds the limit", program_file->name(),
@@ -165,7 +173,7 @@ void load_graph_program(Artifact& a, const DirectoryPaths& paths, const Manifest
                program_file->name());
   }
   a.program_file_bytes = program_bytes.size();
-  a.program = read_program_buffer(std::move(program_bytes), program_file->name());
+  keep_program(a, read_program_buffer(std::move(program_bytes), program_file->name()), form);
 }
 
 void load_shards(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
@@ -275,7 +283,7 @@ TensorTable load_data_file(const fs::path& path) {
 }
 
 Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_paths,
-                       bool use_default_data) {
+                       bool use_default_data, ProgramForm form) {
   Artifact a;
   a.name = path.string();
   a.root = path;
@@ -292,7 +300,7 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
   if (fs::is_directory(status) || filename == "manifest.json") {
     no_data();
     a.kind = ArtifactKind::directory;
-    load_directory(a);
+    load_directory(a, form);
     return a;
   }
   if (ends_with(filename, ".safetensors.index.json")) {
@@ -304,7 +312,7 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
   if (head.size() >= 4 && head.compare(0, 4, "PK\x03\x04") == 0) {
     no_data();
     a.kind = ArtifactKind::package;
-    load_package(a);
+    load_package(a, form);
     return a;
   }
   if (head.size() >= 8 && head.compare(4, 4, "FT01") == 0) {
@@ -323,7 +331,7 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
     return a;
   }
   a.kind = ArtifactKind::program;
-  a.program = read_program_file_buffer(path, &a.program_file_bytes);
+  keep_program(a, read_program_file_buffer(path, &a.program_file_bytes), form);
   std::vector<fs::path> sources = data_paths;
   if (sources.empty() && use_default_data) {
     auto stem = path;

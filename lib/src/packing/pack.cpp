@@ -178,13 +178,12 @@ PackSummary pack_once(const PackOptions& options) {
   // they are loaded one after another.
   std::vector<InputSpec> specs(options.inputs.size());
   std::vector<Artifact> loaded(options.inputs.size());
-  std::vector<ProgramPtr> programs(options.inputs.size());  // merge renames in the object tree
   std::vector<std::exception_ptr> errors(options.inputs.size());
   parallel_for(options.inputs.size(), effective_jobs(options.jobs), [&](size_t i) {
     try {
       specs[i] = parse_input_spec(options.inputs[i]);
-      loaded[i] = load_artifact(specs[i].path, specs[i].data);
-      programs[i] = unpack_program(std::move(loaded[i].program));
+      // merge renames in the object tree
+      loaded[i] = load_artifact(specs[i].path, specs[i].data, true, ProgramForm::tree);
     } catch (...) {
       errors[i] = std::current_exception();
     }
@@ -199,13 +198,14 @@ PackSummary pack_once(const PackOptions& options) {
            "programs comes first, or its manifest.json was rewritten by hand)",
            artifact.name);
     }
-    if (!programs[i]) {
+    if (!artifact.program_tree) {
       fail(ErrorCode::usage, "{}: a {} holds no program; pass it as @DATA of a program input",
            artifact.name, artifact_kind_name(artifact.kind));
     }
     detail::add_read_paths(artifact, input_paths);
     program_file_bytes += artifact.program_file_bytes;
-    MergeInput in{artifact.name, std::move(programs[i]), std::move(artifact.data), spec.method};
+    MergeInput in{artifact.name, std::move(artifact.program_tree), std::move(artifact.data),
+                  spec.method};
     merge_inputs.push_back(std::move(in));
   }
   if (!options.dry_run) detail::check_output_target(options, input_paths);

@@ -42,6 +42,7 @@ struct Artifact {
   std::string name;                       // as given, for messages
   std::filesystem::path root;             // the file, or the output directory
   ProgramBuffer program;                  // program graph artifacts; empty otherwise
+  ProgramPtr program_tree;                // instead of `program`, loaded as ProgramForm::tree
   uint64_t program_file_bytes = 0;        // size of the program as stored (.ptg or JSON)
   std::vector<ProgramFile> pte_programs;  // pte and programs artifacts
   TensorTable data;  // every readable key; aliases point at their owner's bytes
@@ -50,12 +51,18 @@ struct Artifact {
   std::vector<std::string> data_files;         // data sources read (program artifacts)
 };
 
+// How a program graph is kept: the checked flatbuffer, read in place (dump,
+// verify, diff), or its object tree (pack, which renames in it), unpacked
+// before any data file is read so the two are never held with the data.
+enum class ProgramForm { buffer, tree };
+
 // Opens `path`. For a program, `data_paths` (the @DATA list) supplies tensors;
 // when empty and `use_default_data`, the same-stem .safetensors or
 // .safetensors.index.json beside the program is used if present.
 [[nodiscard]] Artifact load_artifact(const std::filesystem::path& path,
                                      const std::vector<std::filesystem::path>& data_paths = {},
-                                     bool use_default_data = true);
+                                     bool use_default_data = true,
+                                     ProgramForm form = ProgramForm::buffer);
 
 // Reads one data file (.safetensors, *.safetensors.index.json or .ptd) into a table.
 [[nodiscard]] TensorTable load_data_file(const std::filesystem::path& path);
