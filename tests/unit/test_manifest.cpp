@@ -179,6 +179,8 @@ TEST_CASE("the reader checks the weight_map against the shards' key lists") {
         "m.json: manifest field weight_map['b']: is not a key of any shard");
   CHECK(edited([](auto& w) { w.erase("second"); }) ==
         "m.json: manifest field weight_map['second']: missing (a shard lists the key)");
+  CHECK(edited([](auto& w) { w.erase("z"); }) ==  // the last key
+        "m.json: manifest field weight_map['z']: missing (a shard lists the key)");
   CHECK(edited([](auto& w) { w["plain"] = "../x"; }) ==
         "m.json: manifest field weight_map['plain']: expected a plain file name");
 }

@@ -314,18 +314,20 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
   for (const auto* member : members) {
     const auto& file = member->value;
     const std::string_view key = member->key;
-    const std::string where = fmt::format("weight_map[{}]", quote(key));
+    // Formatted only for a message: a manifest can map millions of keys.
+    auto where = [&](std::string_view k) { return fmt::format("weight_map[{}]", quote(k)); };
     if (!file.is_string() || !is_plain_file_name(file.text())) {
-      r.bad(where, "expected a plain file name");
+      r.bad(where(key), "expected a plain file name");
     }
     if (e < expected.size() && expected[e].first < key) {
-      r.bad(fmt::format("weight_map[{}]", quote(expected[e].first)),
-            "missing (a shard lists the key)");
+      r.bad(where(expected[e].first), "missing (a shard lists the key)");
     }
-    if (e == expected.size() || expected[e].first != key) r.bad(where, "is not a key of any shard");
+    if (e == expected.size() || expected[e].first != key) {
+      r.bad(where(key), "is not a key of any shard");
+    }
     if (expected[e].second != file.text()) {
-      r.bad(where, fmt::format("names {}, but the key's first shard is {}", quote(file.text()),
-                               quote(expected[e].second)));
+      r.bad(where(key), fmt::format("names {}, but the key's first shard is {}", quote(file.text()),
+                                    quote(expected[e].second)));
     }
     ++e;
   }
@@ -351,9 +353,11 @@ std::vector<ShardKey> sorted_shard_keys(const Manifest& m) {
   return keys;
 }
 
-WeightMap weight_map_of(const Manifest& m) {
+WeightMap weight_map_of(const Manifest& m) { return weight_map_of(m, sorted_shard_keys(m)); }
+
+WeightMap weight_map_of(const Manifest& m, const std::vector<ShardKey>& sorted) {
   WeightMap map;
-  for (const auto& k : sorted_shard_keys(m)) {
+  for (const auto& k : sorted) {
     if (map.empty() || map.back().first != k.key) map.emplace_back(k.key, m.shards[k.shard].file);
   }
   return map;

@@ -89,14 +89,13 @@ std::vector<std::string_view> ProgramKeys::mutated() const {
 std::vector<std::string_view> ProgramKeys::methods(const Use& use) const {
   std::vector<std::string_view> out;
   out.reserve(use.methods_count);
-  for (uint32_t i = 0; i < use.methods_count; ++i)
-    out.push_back(method_names_[methods_[use.methods_begin + i]]);
+  for (uint32_t i = 0; i < use.methods_count; ++i) out.push_back(method(use, i));
   return out;
 }
 
 bool ProgramKeys::referenced_by(const Use& use, std::string_view method) const {
   for (uint32_t i = 0; i < use.methods_count; ++i) {
-    if (method_names_[methods_[use.methods_begin + i]] == method) return true;
+    if (this->method(use, i) == method) return true;
   }
   return false;
 }

@@ -28,7 +28,7 @@ class ScopeChecker {
   // level, the method's bindings).
   void check(const Graph& graph, const std::vector<std::string_view>& bound, int depth) {
     graph_ = &graph;
-    const auto nodes = access::nodes(graph);
+    const auto& nodes = access::nodes(graph);
     bound_.reserve(bound.size());
     for (auto name : bound) {
       if (!bound_.insert(name)) report("duplicate SSA name {} among inputs and bindings", name);
@@ -56,7 +56,7 @@ class ScopeChecker {
     for (std::string_view name : access::outputs(graph)) {
       if (!defined.contains(name)) report("graph output {} is not defined", name);
     }
-    const auto values = access::tensor_values(graph);
+    const auto& values = access::tensor_values(graph);
     NameSet described;
     described.reserve(values.size());
     for (const auto& tv : values) {
@@ -143,7 +143,7 @@ class ScopeChecker {
         break;
       case nb::ArgumentValue::IntListArg: {
         const auto& list = *access::int_list_arg(arg);
-        const auto refs = access::refs(list);
+        const auto& refs = access::refs(list);
         const size_t values = access::values(list).size();
         if (!refs.empty() && refs.size() != values) {
           report("node {}: IntListArg has {} refs for {} values", access::name(node), refs.size(),
@@ -160,8 +160,8 @@ class ScopeChecker {
         break;
       case nb::ArgumentValue::OptionalTensorListArg: {
         const auto& list = *access::optional_tensor_list_arg(arg);
-        const auto names = access::names(list);
-        const auto has_value = access::has_value(list);
+        const auto& names = access::names(list);
+        const auto& has_value = access::has_value(list);
         if (names.size() != has_value.size()) {
           report("node {}: OptionalTensorListArg has {} names for {} has_value flags",
                  access::name(node), names.size(), has_value.size());
@@ -177,7 +177,7 @@ class ScopeChecker {
         const auto& inner_graph = access::graph(sub);
         ScopeChecker inner(problems_,
                            fmt::format("{} > subgraph {}", where_, quote(access::name(sub))));
-        const auto sub_inputs = access::inputs(inner_graph);
+        const auto& sub_inputs = access::inputs(inner_graph);
         const std::vector<std::string_view> inputs(sub_inputs.begin(), sub_inputs.end());
         inner.check(inner_graph, inputs, depth + 1);
         break;
@@ -204,9 +204,9 @@ std::vector<std::string> validate_structure(const Method& method, const std::str
   ScopeChecker<Graph> top(problems,
                           fmt::format("{}: method {}", context, quote(access::name(method))));
   const auto& graph = access::graph(method);
-  const auto graph_inputs = access::inputs(graph);
-  const auto constants = access::constants(method);
-  const auto buffers = access::mutable_buffers(method);
+  const auto& graph_inputs = access::inputs(graph);
+  const auto& constants = access::constants(method);
+  const auto& buffers = access::mutable_buffers(method);
   std::vector<std::string_view> bound(graph_inputs.begin(), graph_inputs.end());
   bound.reserve(bound.size() + constants.size() + buffers.size());
   for (const auto& c : constants) bound.emplace_back(access::name(c));
@@ -255,7 +255,7 @@ std::string data_problem(const Meta& meta, const TensorData& data, const std::st
     return fmt::format("{}: graph declares dtype {} but data is {}", where, dtype_name(declared),
                        dtype_name(data.dtype));
   }
-  const auto sizes = access::sizes(meta);
+  const auto& sizes = access::sizes(meta);
   bool shape_ok = sizes.size() == data.shape.size();
   size_t i = 0;
   for (auto dim = sizes.begin(); shape_ok && dim != sizes.end(); ++dim, ++i) {

@@ -35,13 +35,15 @@ void check_packed_program(const nb::Program& program, const ProgramKeys& keys,
       problems.push_back(
           fmt::format("{}: mutable key {} is not in the state/ namespace", context, quote(key)));
     }
-    const auto methods = keys.methods(use);
+    // The method list, for messages only (most keys have none to report).
+    auto methods = [&] { return fmt::format("{}", fmt::join(keys.methods(use), ", ")); };
     if (!use.mutated) {
-      if (methods.size() > 1) {
+      if (use.methods_count > 1) {
         problems.push_back(fmt::format("{}: immutable key {} is referenced by several methods ({})",
-                                       context, quote(key), fmt::join(methods, ", ")));
+                                       context, quote(key), methods()));
       }
-      for (const auto method : methods) {
+      for (uint32_t i = 0; i < use.methods_count; ++i) {
+        const std::string_view method = keys.method(use, i);
         if (!key.starts_with(method) || key.substr(method.size(), 1) != "/") {
           problems.push_back(
               fmt::format("{}: method {}: immutable key {} is not in the {}/ namespace", context,
@@ -52,11 +54,11 @@ void check_packed_program(const nb::Program& program, const ProgramKeys& keys,
     if (use.has(KeyRole::mutation_target) && !use.has(KeyRole::constant) &&
         !use.has(KeyRole::mutable_buffer)) {
       problems.push_back(fmt::format("{}: buffer mutation target {} (method {}) names no buffer",
-                                     context, quote(key), fmt::join(methods, ", ")));
+                                     context, quote(key), methods()));
     }
     if (use.needs_data() && lookup.find(key) == TensorLookup::npos) {
-      problems.push_back(fmt::format("{}: key {} (method {}) has no data", context, quote(key),
-                                     fmt::join(methods, ", ")));
+      problems.push_back(
+          fmt::format("{}: key {} (method {}) has no data", context, quote(key), methods()));
     }
   }
   BufferDeclarations decls;

@@ -351,7 +351,8 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   std::exception_ptr program_checks_error;
   auto check_program = [&] {
     try {
-      check_graph_program(program.root(), m, TensorLookup(data), mname, program_checks);
+      // Nothing reads `data` after this (it runs once, here or on its thread).
+      check_graph_program(program.root(), m, TensorLookup(std::move(data)), mname, program_checks);
     } catch (...) {
       program_checks_error = std::current_exception();
     }
@@ -377,8 +378,9 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   }
 
   // A key in two shards: a loader given both refuses them, pack never writes it.
+  const auto shard_keys = sorted_shard_keys(m);
   {
-    const auto keys = sorted_shard_keys(m);
+    const auto& keys = shard_keys;
     std::vector<std::pair<const ShardKey*, const ShardKey*>> twice;  // (first, later)
     for (size_t i = 1, first = 0; i < keys.size(); ++i) {
       if (keys[i].key != keys[first].key) {
@@ -421,7 +423,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     attempt(problems, [&] {
       auto file = open_inside(paths.dir, "model.safetensors.index.json", mname);
       auto raw = file->read_range(0, std::min<uint64_t>(file->size(), Limits::max_header_bytes));
-      auto expected_index = safetensors::index_json(total, weight_map_of(m));
+      auto expected_index = safetensors::index_json(total, weight_map_of(m, shard_keys));
       if (std::string(raw.begin(), raw.end()) != expected_index) {
         problems.push_back(
             fmt::format("{}: does not match the manifest's weight_map", file->name()));

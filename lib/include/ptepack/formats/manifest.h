@@ -82,6 +82,8 @@ struct ShardKey {
 // weight_map and the safetensors index's. Views into m.shards.
 using WeightMap = std::vector<std::pair<std::string_view, std::string_view>>;
 [[nodiscard]] WeightMap weight_map_of(const Manifest& m);
+// The same from sorted_shard_keys(m), when it is at hand.
+[[nodiscard]] WeightMap weight_map_of(const Manifest& m, const std::vector<ShardKey>& sorted);
 
 inline constexpr std::string_view kManifestFormat = "ptepack.manifest";
 inline constexpr int kManifestVersion = 1;          // program-graph directories

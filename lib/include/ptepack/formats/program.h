@@ -31,8 +31,10 @@ class ProgramBuffer {
   ProgramBuffer(ProgramBuffer&& other) noexcept
       : storage_(std::move(other.storage_)), root_(std::exchange(other.root_, nullptr)) {}
   ProgramBuffer& operator=(ProgramBuffer&& other) noexcept {
-    storage_ = std::move(other.storage_);
-    root_ = std::exchange(other.root_, nullptr);
+    if (this != &other) {
+      storage_ = std::move(other.storage_);
+      root_ = std::exchange(other.root_, nullptr);
+    }
     return *this;
   }
   ProgramBuffer(const ProgramBuffer&) = delete;

@@ -153,7 +153,7 @@ auto& as_owner(T& value) {
 
 // --- Program ---------------------------------------------------------------
 
-inline const auto& methods(const nb::ProgramT& p) { return p.methods; }
+inline auto methods(const nb::ProgramT& p) { return tables(p.methods); }
 inline auto methods(const nb::Program& p) { return tables(p.methods()); }
 inline std::string_view version(const nb::ProgramT& p) { return p.version; }
 inline std::string_view version(const nb::Program& p) { return text(p.version()); }

@@ -40,8 +40,12 @@ class ProgramKeys {
   [[nodiscard]] bool is_mutated(std::string_view key) const;
   // Every key some method mutates, in key order.
   [[nodiscard]] std::vector<std::string_view> mutated() const;
-  // The distinct names of the methods referencing the key, sorted.
+  // The distinct names of the methods referencing the key, sorted; the i-th
+  // of them (i < use.methods_count) without building the list.
   [[nodiscard]] std::vector<std::string_view> methods(const Use& use) const;
+  [[nodiscard]] std::string_view method(const Use& use, uint32_t i) const {
+    return method_names_[methods_[use.methods_begin + i]];
+  }
   [[nodiscard]] bool referenced_by(const Use& use, std::string_view method) const;
 
  private:
