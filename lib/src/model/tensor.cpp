@@ -1,6 +1,9 @@
 // Element and byte counts with overflow checks.
 #include "ptepack/model/tensor.h"
 
+#include <functional>
+#include <stdexcept>
+
 #include "ptepack/base/checked.h"
 
 namespace ptepack {
@@ -29,24 +32,48 @@ std::vector<uint8_t> normalized_dim_order(const std::vector<uint8_t>& order) {
   return {};
 }
 
+namespace {
+
+uint64_t key_hash(std::string_view key) { return std::hash<std::string_view>{}(key); }
+uint64_t key_tag(uint64_t hash) { return (hash >> 32) << 32; }
+
+}  // namespace
+
 TensorLookup::TensorLookup(const TensorTable& table) {
   entries_.reserve(table.size());
-  numbers_.reserve(table.size());
-  for (const auto& entry : table) {
-    numbers_.emplace(entry.first, entries_.size());
-    entries_.push_back(&entry);
-  }
+  for (const auto& entry : table) entries_.push_back(&entry);
+  build();
 }
 
 TensorLookup::TensorLookup(std::vector<const TensorTable::value_type*> entries)
     : entries_(std::move(entries)) {
-  numbers_.reserve(entries_.size());
-  for (size_t i = 0; i < entries_.size(); ++i) numbers_.emplace(entries_[i]->first, i);
+  build();
+}
+
+void TensorLookup::build() {
+  if (entries_.size() >= UINT32_MAX) throw std::length_error("TensorLookup: too many entries");
+  size_t size = 16;
+  while (size < 2 * entries_.size()) size *= 2;
+  slots_.assign(size, 0);
+  const size_t mask = size - 1;
+  for (size_t n = 0; n < entries_.size(); ++n) {
+    const uint64_t h = key_hash(entries_[n]->first);
+    size_t i = static_cast<size_t>(h) & mask;
+    while (slots_[i] != 0) i = (i + 1) & mask;  // keys are unique: no compare needed
+    slots_[i] = key_tag(h) | (n + 1);
+  }
 }
 
 size_t TensorLookup::find(std::string_view key) const {
-  auto it = numbers_.find(key);
-  return it == numbers_.end() ? npos : it->second;
+  const uint64_t h = key_hash(key);
+  const uint64_t tag = key_tag(h);
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = static_cast<size_t>(h) & mask;; i = (i + 1) & mask) {
+    const uint64_t slot = slots_[i];
+    if (slot == 0) return npos;
+    const size_t n = static_cast<size_t>(slot & 0xffffffffU) - 1;
+    if ((slot & ~uint64_t{0xffffffffU}) == tag && entries_[n]->first == key) return n;
+  }
 }
 
 const TensorData* TensorLookup::data(std::string_view key) const {

@@ -6,7 +6,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "ptepack/hash/sha256.h"
@@ -39,7 +38,9 @@ using TensorTable = std::map<std::string, TensorData>;
 
 // A hashed index of a table's keys for many lookups: the ordered map compares
 // keys' long common prefixes at every step. The table must outlive it and keep
-// its keys; entries are numbered in key order.
+// its keys; entries are numbered in key order. One flat array of 8-byte slots
+// (an entry's number and 32 bits of its key's hash, linear probing, at most
+// half full): a node per key would cost a heap block and a cache miss each.
 class TensorLookup {
  public:
   static constexpr size_t npos = SIZE_MAX;
@@ -54,8 +55,10 @@ class TensorLookup {
   [[nodiscard]] size_t size() const { return entries_.size(); }
 
  private:
+  void build();
+
   std::vector<const TensorTable::value_type*> entries_;
-  std::unordered_map<std::string_view, size_t> numbers_;
+  std::vector<uint64_t> slots_;  // tag << 32 | (number + 1); 0 when free
 };
 
 // `order` as TensorData::dim_order holds it: empty when it is the identity.
