@@ -27,6 +27,7 @@ import json
 import mmap
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -250,19 +251,31 @@ def make_unique_file(path, sources, nbytes):
         fail(f"{path}: inputs hold fewer than {nbytes} bytes")
 
 
-def floor_cases(inputs, unique, out):
+def while_cores_busy(argv, cpus):
+    """`argv` run while `cpus` shell loops keep every core busy, killed when it ends."""
+    command = " ".join(shlex.quote(a) for a in argv)
+    script = (f'pids=""; for i in $(seq {cpus}); do (while :; do :; done) & pids="$pids $!"; '
+              f'done; {command}; rc=$?; kill $pids; exit $rc')
+    return ["sh", "-c", script]
+
+
+def floor_cases(inputs, unique, out, cpus):
     """The machine's limit, measured in the same run: read the inputs (cat), and for a file of
     the unique bytes: read it, copy it (cp, whose cost minus the read is the write), hash it
-    (openssl, one core) and write it durably (dd conv=fsync, as pack ends with fsync)."""
+    (openssl, one core) and write it durably (dd conv=fsync, as pack ends with fsync), alone
+    and while every core is busy (sync_busy: whether the disk writes back behind computation,
+    which a pack that hashes while it writes needs)."""
     copy, synced = os.path.join(out, "floor_cp"), os.path.join(out, "floor_sync.bin")
+    sync = ["dd", f"if={unique}", f"of={synced}", "bs=1M", "conv=fsync", "status=none"]
     return [
         Case("cat", ["cat"] + inputs),
         Case("cat_uniq", ["cat", unique]),
         Case("cp_uniq", ["cp", "--reflink=never", unique, copy], output=copy,
              remove_after=(copy,), fresh_dir=copy, writes=True),
         Case("sha_uniq", ["openssl", "dgst", "-sha256", unique]),
-        Case("sync_uniq", ["dd", f"if={unique}", f"of={synced}", "bs=1M", "conv=fsync",
-                           "status=none"], output=synced, remove_after=(synced,), writes=True),
+        Case("sync_uniq", sync, output=synced, remove_after=(synced,), writes=True),
+        Case("sync_busy", while_cores_busy(sync, cpus), output=synced, remove_after=(synced,),
+             writes=True),
     ]
 
 
@@ -294,6 +307,11 @@ def print_floors(results, packs, cpus):
                                    "durable_floor_s": durable, "durable_ratio": wall / durable}
             print(f"{name:<10}{label:>8}{wall:>9.3f}{floor:>9.3f}{wall / floor:>7.2f}"
                   f"{durable:>11.3f}{wall / durable:>7.2f}")
+    stall = results["sync_busy"]["median_wall_s"] / results["sync_uniq"]["median_wall_s"]
+    floors["disk_under_load"] = stall
+    print(f"the durable write with every core busy takes {stall:.2f}x as long (sync_busy / "
+          "sync_uniq, medians): near 1, the disk writes back while the cores hash; well above "
+          "1, write-back waits for idle cores and no pack can overlap the two")
     return floors
 
 
@@ -382,7 +400,7 @@ def throughput(args, ptepack, workdir, jobs, created):
     created.append(("output", unique))
     make_unique_file(unique, data, stored_bytes(ptepack, [ptepack, "pack"] + programs
                                                 + ["-o", ptn]))
-    cases += floor_cases(data, unique, out)
+    cases += floor_cases(data, unique, out, os.cpu_count())
     warm_up(programs + data + [unique])
     print(f"input: {len(data)} methods, {input_bytes / MIB:.1f} MiB of safetensors, "
           f"shared fraction {report['shared_fraction']:.3f}; {args.reps} repetitions")
@@ -570,7 +588,7 @@ def pte(args, ptepack, workdir, jobs, created):
     created.append(("output", unique))
     make_unique_file(unique, [program], stored_bytes(ptepack, [ptepack, "pack", program, "-o",
                                                                whole]))
-    cases += floor_cases([program], unique, out)
+    cases += floor_cases([program], unique, out, os.cpu_count())
     ballast = input_bytes + 64 * MIB if args.ballast is None else args.ballast
     idle = idle_of(args)
     warm_up([program, unique])
