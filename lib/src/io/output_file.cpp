@@ -101,6 +101,12 @@ void OutputFile::start_writeback(uint64_t offset, uint64_t count) const noexcept
                     SYNC_FILE_RANGE_WRITE);
 }
 
+void OutputFile::sync_data() const {
+  if (::fdatasync(fd_) != 0) {
+    fail(ErrorCode::io, "{}: fsync failed: {}", display_name_, errno_text());
+  }
+}
+
 void OutputFile::finish(uint64_t final_size) {
   if (::ftruncate(fd_, static_cast<off_t>(final_size)) != 0) {
     fail(ErrorCode::io, "{}: cannot set size: {}", display_name_, errno_text());

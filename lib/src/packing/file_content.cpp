@@ -12,6 +12,12 @@
 namespace ptepack {
 namespace {
 
+// A file larger than this is flushed to stable storage in the background
+// every time this many more bytes are written (docs/performance.md, round 9):
+// the flushes overlap producing the file, where one final fsync would wait
+// for all of it. Smaller files are left to that fsync.
+constexpr uint64_t kFlushEvery = uint64_t{32} << 20;
+
 // Produces the bytes of the file in whole chunks, in order:
 // each chunk is assembled in a buffer of the pipelined writer (headers copied,
 // tensor data read, padding zeroed), given to sink(offset, bytes), then
@@ -20,7 +26,7 @@ namespace {
 template <typename Sink>
 void stream_chunks(OutputFile& out, const FileContent& content, Progress* progress, Sink&& sink) {
   const uint64_t end = content.size;
-  PipelinedWriter writer(out, 3, kChunkBytes);
+  PipelinedWriter writer(out, 3, kChunkBytes, end > kFlushEvery ? kFlushEvery : 0);
   const auto& pieces = content.pieces;
   size_t first = 0;  // first piece that ends after the current chunk's start
   for (uint64_t chunk_at = 0; chunk_at < end;) {

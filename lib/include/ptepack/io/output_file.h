@@ -28,6 +28,10 @@ class OutputFile {
   // the fsync in finish() waits only for the tail. Advisory: errors surface
   // at fsync.
   void start_writeback(uint64_t offset, uint64_t count) const noexcept;
+  // Flushes what is written so far to stable storage (fdatasync), from any
+  // thread while writes go on. Throws ErrorCode::io naming the file: an error
+  // seen here is not reported again by a later fsync of the same file.
+  void sync_data() const;
   // Sets the final length, flushes to stable storage and closes.
   void finish(uint64_t final_size);
 
