@@ -7,10 +7,13 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "packing/pack_internal.h"
+#include "ptepack/base/error.h"
 #include "ptepack/hash/parallel_hash.h"
 #include "ptepack/packing/pack.h"
 #include "test_support.h"
@@ -252,4 +255,95 @@ TEST_CASE("pack writes a large package while hashing: the same bytes, predicted 
     CHECK(during.output_bytes == after.output_bytes);
     CHECK(during.stored_bytes == after.stored_bytes);
   }
+}
+
+namespace {
+
+// Every file of a packed directory, by name.
+std::map<std::string, std::string> directory_files(const std::filesystem::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    files.emplace(entry.path().filename().string(), test::file_bytes(entry.path()));
+  return files;
+}
+
+}  // namespace
+
+TEST_CASE("pack writes a large directory while hashing: the same files, predicted right or not") {
+  struct Shape {
+    ShardFormat format;
+    std::optional<uint64_t> cap;
+  };
+  for (const auto& shape :
+       {Shape{ShardFormat::ptd, std::nullopt}, Shape{ShardFormat::ptd, uint64_t{1} << 21},
+        Shape{ShardFormat::safetensors, uint64_t{1} << 21}}) {
+    for (bool predicted_right : {true, false}) {
+      INFO("format " << shard_format_name(shape.format) << ", cap " << shape.cap.value_or(0)
+                     << ", predicted right " << predicted_right);
+      test::TempDir dir;
+      auto shared = pattern(1 << 20, 8);
+      auto near = shared;  // same length and samples as `shared`
+      if (!predicted_right) near[300000] ^= 1;
+      write_model(dir.path(), "a", {{"shared", shared}, {"own", pattern(1 << 20, 9)}});
+      write_model(dir.path(), "b", {{"near", near}, {"shared", shared}});
+      auto run = [&](const std::string& name, uint64_t from) {
+        PackOptions options;
+        options.inputs = {(dir / "a.json").string(), (dir / "b.json").string()};
+        options.output = dir / name;
+        options.write_while_hashing_from = from;
+        options.jobs = 2;  // not at -j1
+        options.sharding.format = shape.format;
+        options.sharding.max_shard_bytes = shape.cap;
+        return pack(options);
+      };
+      auto after = run("after", 0);
+      auto during = run("during", 1);
+      CHECK_FALSE(after.written_while_hashing);
+      CHECK(during.written_while_hashing == predicted_right);  // else written again
+      auto expected = directory_files(dir / "after");
+      CHECK(expected.size() >= 3);                           // program, manifest, shards
+      CHECK((directory_files(dir / "during") == expected));  // not printed: megabytes
+      CHECK(during.aliases == after.aliases);
+      CHECK(during.aliases.size() == (predicted_right ? 2 : 1));
+      CHECK(during.output_bytes == after.output_bytes);
+      REQUIRE(during.shards.size() == after.shards.size());
+      for (size_t s = 0; s < after.shards.size(); ++s) {
+        CHECK(during.shards[s].file == after.shards[s].file);
+        CHECK(during.shards[s].keys == after.shards[s].keys);
+        CHECK(during.shards[s].size == after.shards[s].size);
+      }
+    }
+  }
+}
+
+TEST_CASE("a directory whose predicted plan fails is hashed and planned as usual") {
+  // A 1 MiB tensor cannot fit a 64 KiB shard: the predicted plan fails before
+  // anything is written, and the real one then reports it in its usual words.
+  test::TempDir dir;
+  write_model(dir.path(), "a", {{"big", pattern(1 << 20, 10)}, {"small", pattern(100, 11)}});
+  write_model(dir.path(), "b", {{"big", pattern(1 << 20, 10)}});
+  PackOptions options;
+  options.inputs = {(dir / "a.json").string(), (dir / "b.json").string()};
+  options.write_while_hashing_from = 1;
+  options.jobs = 2;
+  options.sharding.max_shard_bytes = 64 << 10;
+  std::string messages[2];
+  for (int speculate = 0; speculate < 2; ++speculate) {
+    options.output = dir / fmt::format("out{}", speculate);
+    options.write_while_hashing_from = speculate ? 1 : 0;
+    try {
+      (void)pack(options);
+      FAIL("an oversize tensor was packed");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::conflict);
+      messages[speculate] = e.what();
+    }
+    CHECK_FALSE(std::filesystem::exists(options.output));
+  }
+  // The same words, naming the other output.
+  auto expected = messages[0];
+  for (size_t at = expected.find("out0"); at != std::string::npos; at = expected.find("out0", at))
+    expected.replace(at, 4, "out1");
+  CHECK(messages[1] == expected);
+  CHECK(messages[0].find("out0") != std::string::npos);
 }

@@ -275,15 +275,16 @@ PackSummary pack_once(const PackOptions& options) {
   };
 
   std::unique_ptr<AtomicOutput> output;
-  std::optional<detail::PackageSpeculation> speculation;
-  // A large package is written while it is hashed, on the dedup groups
+  std::optional<detail::PackageSpeculation> package_speculation;
+  std::optional<detail::DirectorySpeculation> directory_speculation;
+  // A large output is written while it is hashed, on the dedup groups
   // predicted from samples; the digests then confirm them or it is written
   // again (the bytes are the same either way). Not at -j1, not where the
   // output would need new directories, and not when it cannot be created:
   // an input's error then still comes first, as when hashing comes first.
   std::error_code ec;
   const auto parent = options.output.parent_path();
-  if (summary.package && !options.dry_run && effective_jobs(options.jobs) > 1 &&
+  if (!options.dry_run && effective_jobs(options.jobs) > 1 &&
       (parent.empty() || fs::is_directory(parent, ec)) &&
       detail::worth_writing_while_hashing(prepared.tensors, options.write_while_hashing_from)) {
     try {
@@ -291,26 +292,37 @@ PackSummary pack_once(const PackOptions& options) {
     } catch (const Error&) {
       output.reset();
     }
-    if (output) {
-      speculation =
+    if (output && summary.package) {
+      package_speculation =
           detail::write_package_while_hashing(prepared, *output, &progress, summary, hash);
+    } else if (output) {
+      directory_speculation = detail::write_directory_while_hashing(prepared, options, *output,
+                                                                    &progress, summary, hash);
     }
   }
-  if (!speculation) {
+  const bool speculated = package_speculation || directory_speculation;
+  if (!speculated) {
     hash();
-    if (!options.dry_run) output = make_output();
+    if (!options.dry_run && !output) output = make_output();
   }
-  if (summary.package) {
-    if (!speculation || !detail::confirm_package(prepared, *speculation, &progress, summary)) {
-      if (speculation) {  // the prediction failed: a fresh file
-        output.reset();
-        output = make_output();
-        progress.restart_writes();
-      }
-      detail::write_package(prepared, output.get(), &progress, summary);
+  bool confirmed = false;
+  if (package_speculation) {
+    confirmed = detail::confirm_package(prepared, *package_speculation, &progress, summary);
+  } else if (directory_speculation) {
+    confirmed = detail::confirm_directory(prepared, *directory_speculation, options, *output,
+                                          &progress, summary);
+  }
+  if (!confirmed) {
+    if (speculated) {  // the prediction failed: a fresh output
+      output.reset();
+      output = make_output();
+      progress.restart_writes();
     }
-  } else {
-    detail::write_directory(prepared, options, output.get(), &progress, summary);
+    if (summary.package) {
+      detail::write_package(prepared, output.get(), &progress, summary);
+    } else {
+      detail::write_directory(prepared, options, output.get(), &progress, summary);
+    }
   }
   progress.stop();
   if (output) output->commit();

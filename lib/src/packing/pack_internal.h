@@ -3,6 +3,7 @@
 
 #include <exception>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,9 +61,53 @@ struct PackageSpeculation {
 [[nodiscard]] bool confirm_package(const PreparedPack& prepared, PackageSpeculation& speculation,
                                    Progress* progress, PackSummary& summary);
 
+// Gives every tensor a predicted digest (its sha256 field): for one whose byte
+// length another tensor shares, the digest of three 4 KiB samples (start,
+// middle, end; all of it up to 12 KiB); for the others one of their own.
+// Equal bytes get equal predictions; unequal bytes almost always differ.
+void predict_digests(std::vector<StoredTensor>& tensors);
+// True when both list the same groups with the same members, in order.
+[[nodiscard]] bool same_groups(const std::vector<StorageGroup>& a,
+                               const std::vector<StorageGroup>& b);
+
 // Frees prepared.program once program.ptg is written.
 void write_directory(PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
                      Progress* progress, PackSummary& summary);
+
+// A directory's dedup groups, shard plan and shard layouts.
+struct DirectoryLayout {
+  std::vector<StorageGroup> groups;
+  std::vector<PlannedShard> plan;
+  std::vector<FileContent> contents;
+};
+// What a directory's writer wrote under temporary names.
+struct WrittenFiles {
+  Digest program{};
+  uint64_t program_size = 0;
+  std::vector<Digest> shards;  // SHA-256 of each planned shard's file
+};
+// A directory written on predicted dedup groups, and what the writer summarized.
+struct DirectorySpeculation {
+  DirectoryLayout layout;
+  PackSummary summary;
+  WrittenFiles files;
+  std::exception_ptr write_error;  // raised only if the prediction holds
+};
+// The directory form of write_package_while_hashing: predicts the groups
+// (predict_digests), plans and lays out the shards on them, and writes
+// program.ptg and the shards on a thread of its own while hash() runs on this
+// one. Nullopt, before hash() is called, when the predicted plan fails (the
+// caller hashes and plans as usual, so the error comes in its usual order).
+[[nodiscard]] std::optional<DirectorySpeculation> write_directory_while_hashing(
+    PreparedPack& prepared, const PackOptions& options, AtomicOutput& output, Progress* progress,
+    const PackSummary& summary, const std::function<void()>& hash);
+// True when the real digests give the predicted groups: the shards written are
+// then byte for byte what write_directory writes; they are named and the
+// manifest written, and `summary` gets its figures (or the writer's error is
+// thrown). False leaves `summary` alone; the directory must be written again.
+[[nodiscard]] bool confirm_directory(PreparedPack& prepared, DirectorySpeculation& speculation,
+                                     const PackOptions& options, AtomicOutput& output,
+                                     Progress* progress, PackSummary& summary);
 
 // Shard helpers shared by the program-graph and .pte directory writers.
 Digest write_small_file(const std::filesystem::path& path, const std::string& display,
@@ -83,8 +128,19 @@ uint64_t write_manifest(const std::filesystem::path& dir, const std::string& dis
                                                       const std::vector<PlannedShard>& plan,
                                                       const PackOptions& options,
                                                       PackSummary& summary);
-// Writes the shards under content names, in parallel; fills their names into
-// summary and the manifest's shard fields, shards, tensors and weight_map.
+// Writes the planned shards in parallel under temporary names; their digests.
+[[nodiscard]] std::vector<Digest> write_shard_files(const std::vector<PlannedShard>& plan,
+                                                    const std::vector<FileContent>& contents,
+                                                    const PackOptions& options,
+                                                    AtomicOutput& output, Progress* progress);
+// Renames written shards to their content names; fills their names into
+// summary and the manifest's shard fields, shards and tensors.
+void name_shards(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
+                 const std::vector<PlannedShard>& plan, const std::vector<FileContent>& contents,
+                 const std::vector<Digest>& digests, const PackOptions& options,
+                 AtomicOutput& output, PackSummary& summary, Manifest& manifest);
+// Both: writes the shards under content names, in parallel; fills their names
+// into summary and the manifest's shard fields, shards, tensors and weight_map.
 void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
                   const std::vector<PlannedShard>& plan, const std::vector<FileContent>& contents,
                   const PackOptions& options, AtomicOutput& output, Progress* progress,

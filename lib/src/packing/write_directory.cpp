@@ -2,6 +2,7 @@
 #include <filesystem>
 
 #include <algorithm>
+#include <thread>
 
 #include "pack_internal.h"
 #include "ptepack/base/error.h"
@@ -84,12 +85,29 @@ std::vector<FileContent> lay_out_shards(const std::vector<StoredTensor>& tensors
   return contents;
 }
 
-void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
-                  const std::vector<PlannedShard>& plan, const std::vector<FileContent>& contents,
-                  const PackOptions& options, AtomicOutput& output, Progress* progress,
-                  PackSummary& summary, Manifest& manifest) {
+std::vector<Digest> write_shard_files(const std::vector<PlannedShard>& plan,
+                                      const std::vector<FileContent>& contents,
+                                      const PackOptions& options, AtomicOutput& output,
+                                      Progress* progress) {
   const auto& dir = output.temp_path();
-  auto display = [&](const std::string& name) { return output.display_name(name); };
+  // Shards are independent files: write them in parallel, each hashed as it streams.
+  std::vector<Digest> digests(plan.size());
+  parallel_for(plan.size(), effective_jobs(options.jobs), [&](size_t s) {
+    auto temp_name = fmt::format(".shard-{}.tmp", s);
+    OutputFile file(dir / temp_name, output.display_name(temp_name));
+    StreamOptions stream;
+    stream.sha256 = true;
+    digests[s] = write_content(file, contents[s], stream, progress).sha256;
+    file.finish(contents[s].size);
+  });
+  return digests;
+}
+
+void name_shards(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
+                 const std::vector<PlannedShard>& plan, const std::vector<FileContent>& contents,
+                 const std::vector<Digest>& digests, const PackOptions& options,
+                 AtomicOutput& output, PackSummary& summary, Manifest& manifest) {
+  const auto& dir = output.temp_path();
   const char* ext = options.sharding.format == ShardFormat::ptd ? "ptd" : "safetensors";
   manifest.shard_format = std::string(shard_format_name(options.sharding.format));
   manifest.max_shard_bytes = options.sharding.max_shard_bytes;
@@ -97,24 +115,14 @@ void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<St
   // Recorded only when a shard is over the cap, so outputs without one stay the same.
   manifest.oversize_own_shard =
       std::any_of(plan.begin(), plan.end(), [](const PlannedShard& s) { return s.oversize; });
-
-  // Shards are independent files: write them in parallel, each hashed as it streams.
-  std::vector<Digest> digests(plan.size());
-  unsigned jobs = effective_jobs(options.jobs);
-  parallel_for(plan.size(), jobs, [&](size_t s) {
-    auto temp_name = fmt::format(".shard-{}.tmp", s);
-    OutputFile file(dir / temp_name, display(temp_name));
-    StreamOptions stream;
-    stream.sha256 = true;
-    digests[s] = write_content(file, contents[s], stream, progress).sha256;
-    file.finish(contents[s].size);
-  });
   for (size_t s = 0; s < plan.size(); ++s) {
     auto hex = to_hex(digests[s]);
     auto name = fmt::format("{}-{}.{}", options.shard_prefix, hex.substr(0, 16), ext);
     std::error_code ec;
     fs::rename(dir / fmt::format(".shard-{}.tmp", s), dir / name, ec);
-    if (ec) fail(ErrorCode::io, "{}: cannot rename shard: {}", display(name), ec.message());
+    if (ec) {
+      fail(ErrorCode::io, "{}: cannot rename shard: {}", output.display_name(name), ec.message());
+    }
     summary.shards[s].file = name;
     manifest.shards.push_back(
         {name, hex, contents[s].size, plan[s].payload_bytes, summary.shards[s].keys});
@@ -133,30 +141,61 @@ void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<St
   }
 }
 
-void write_directory(PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
-                     Progress* progress, PackSummary& summary) {
-  const auto& tensors = prepared.tensors;
-  const auto& sharding = options.sharding;
-  auto groups =
-      group_tensors(tensors, sharding.format == ShardFormat::ptd ? DedupRule::bytes
-                                                                 : DedupRule::dtype_shape_bytes);
-  summarize_groups(tensors, groups, summary, progress);
-  auto plan = plan_for_output(tensors, groups, options);
-  summary.output_bytes = prepared.program_bytes().size();
-  auto contents = lay_out_shards(tensors, groups, plan, options, summary);
-  if (output == nullptr) return;
+void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
+                  const std::vector<PlannedShard>& plan, const std::vector<FileContent>& contents,
+                  const PackOptions& options, AtomicOutput& output, Progress* progress,
+                  PackSummary& summary, Manifest& manifest) {
+  auto digests = write_shard_files(plan, contents, options, output, progress);
+  name_shards(tensors, groups, plan, contents, digests, options, output, summary, manifest);
+}
 
-  const auto& dir = output->temp_path();
-  auto display = [&](const std::string& name) { return output->display_name(name); };
+namespace {
+
+DedupRule directory_rule(const PackOptions& options) {
+  return options.sharding.format == ShardFormat::ptd ? DedupRule::bytes
+                                                     : DedupRule::dtype_shape_bytes;
+}
+
+// Groups, plan and every shard's layout of the tensors' digests; fills `summary`.
+DirectoryLayout lay_out_directory(const PreparedPack& prepared, const PackOptions& options,
+                                  Progress* progress, PackSummary& summary) {
+  const auto& tensors = prepared.tensors;
+  DirectoryLayout layout;
+  layout.groups = group_tensors(tensors, directory_rule(options));
+  summarize_groups(tensors, layout.groups, summary, progress);
+  layout.plan = plan_for_output(tensors, layout.groups, options);
+  summary.output_bytes = prepared.program_bytes().size();
+  layout.contents = lay_out_shards(tensors, layout.groups, layout.plan, options, summary);
+  return layout;
+}
+
+// program.ptg and the shards under temporary names. The program is freed once
+// written, unless it may be needed again (a prediction not yet confirmed).
+WrittenFiles write_files(PreparedPack& prepared, const DirectoryLayout& layout,
+                         const PackOptions& options, AtomicOutput& output, Progress* progress,
+                         bool keep_program) {
+  WrittenFiles files;
+  files.program = write_small_file(output.temp_path() / "program.ptg",
+                                   output.display_name("program.ptg"), prepared.program_bytes());
+  files.program_size = prepared.program_bytes().size();
+  if (!keep_program) prepared.program = {};  // its memory is free for the manifest
+  files.shards = write_shard_files(layout.plan, layout.contents, options, output, progress);
+  return files;
+}
+
+// Names the written shards by their digests, then writes the index and, last,
+// the manifest (its presence marks a complete directory).
+void finish_directory(const std::vector<StoredTensor>& tensors, const DirectoryLayout& layout,
+                      const WrittenFiles& files, const PackOptions& options, AtomicOutput& output,
+                      PackSummary& summary) {
+  const auto& dir = output.temp_path();
+  auto display = [&](const std::string& name) { return output.display_name(name); };
   Manifest manifest;
-  manifest.program = {"program.ptg",
-                      to_hex(write_small_file(dir / "program.ptg", display("program.ptg"),
-                                              prepared.program_bytes())),
-                      prepared.program_bytes().size()};
-  prepared.program = {};  // written: its memory is free for the manifest
-  write_shards(tensors, groups, plan, contents, options, *output, progress, summary, manifest);
+  manifest.program = {"program.ptg", to_hex(files.program), files.program_size};
+  name_shards(tensors, layout.groups, layout.plan, layout.contents, files.shards, options, output,
+              summary, manifest);
   manifest.state = summary.state;
-  if (sharding.format == ShardFormat::safetensors) {
+  if (options.sharding.format == ShardFormat::safetensors) {
     auto index = safetensors::index_json(manifest.total_size, weight_map_of(manifest));
     check_readable_size(display("model.safetensors.index.json"), index.size(),
                         Limits::max_header_bytes);
@@ -164,8 +203,64 @@ void write_directory(PreparedPack& prepared, const PackOptions& options, AtomicO
                      index);
     summary.output_bytes += index.size();
   }
-  // The manifest is written last: its presence marks a complete directory.
   summary.output_bytes += write_manifest(dir, display("manifest.json"), manifest);
+}
+
+}  // namespace
+
+void write_directory(PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
+                     Progress* progress, PackSummary& summary) {
+  auto layout = lay_out_directory(prepared, options, progress, summary);
+  if (output == nullptr) return;
+  auto files = write_files(prepared, layout, options, *output, progress, false);
+  finish_directory(prepared.tensors, layout, files, options, *output, summary);
+}
+
+std::optional<DirectorySpeculation> write_directory_while_hashing(
+    PreparedPack& prepared, const PackOptions& options, AtomicOutput& output, Progress* progress,
+    const PackSummary& summary, const std::function<void()>& hash) {
+  predict_digests(prepared.tensors);
+  DirectorySpeculation speculation;
+  speculation.summary.output = summary.output;
+  try {
+    speculation.layout = lay_out_directory(prepared, options, progress, speculation.summary);
+  } catch (const Error&) {
+    return std::nullopt;  // the real plan reports it, once the inputs are hashed
+  }
+  // The writer reads keys, layouts and bytes; hash() writes only digests.
+  // Errors are ordered as for a package (see write_package_while_hashing).
+  std::thread writer([&] {
+    try {
+      speculation.files =
+          write_files(prepared, speculation.layout, options, output, progress, true);
+    } catch (...) {
+      speculation.write_error = std::current_exception();
+    }
+  });
+  try {
+    hash();
+  } catch (...) {
+    writer.join();
+    throw;
+  }
+  writer.join();
+  return speculation;
+}
+
+bool confirm_directory(PreparedPack& prepared, DirectorySpeculation& speculation,
+                       const PackOptions& options, AtomicOutput& output, Progress* progress,
+                       PackSummary& summary) {
+  auto groups = group_tensors(prepared.tensors, directory_rule(options));
+  if (!same_groups(groups, speculation.layout.groups)) return false;
+  if (speculation.write_error) std::rethrow_exception(speculation.write_error);
+  prepared.program = {};
+  summarize_groups(prepared.tensors, groups, summary, progress);
+  summary.shards = std::move(speculation.summary.shards);
+  summary.output_bytes = speculation.summary.output_bytes;
+  finish_directory(prepared.tensors, speculation.layout, speculation.files, options, output,
+                   summary);
+  summary.written_while_hashing = true;
+  return true;
 }
 
 }  // namespace ptepack::detail

@@ -163,12 +163,9 @@ bool worth_writing_while_hashing(const std::vector<StoredTensor>& tensors, uint6
   return sampled <= total / 64;
 }
 
-PackageSpeculation write_package_while_hashing(PreparedPack& prepared, AtomicOutput& output,
-                                               Progress* progress, const PackSummary& summary,
-                                               const std::function<void()>& hash) {
-  auto& tensors = prepared.tensors;
-  // Predicted digests: sampled for possible duplicates; for the others any
-  // digest of their own (their length alone keeps them apart).
+void predict_digests(std::vector<StoredTensor>& tensors) {
+  // For tensors that cannot be duplicates any digest of their own will do:
+  // their length alone keeps them apart.
   auto candidate = may_have_duplicates(tensors);
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (candidate[i]) {
@@ -179,6 +176,21 @@ PackageSpeculation write_package_while_hashing(PreparedPack& prepared, AtomicOut
       std::memcpy(tensors[i].sha256.data(), &index, sizeof index);
     }
   }
+}
+
+bool same_groups(const std::vector<StorageGroup>& a, const std::vector<StorageGroup>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t g = 0; g < a.size(); ++g) {
+    if (a[g].members != b[g].members) return false;
+  }
+  return true;
+}
+
+PackageSpeculation write_package_while_hashing(PreparedPack& prepared, AtomicOutput& output,
+                                               Progress* progress, const PackSummary& summary,
+                                               const std::function<void()>& hash) {
+  auto& tensors = prepared.tensors;
+  predict_digests(tensors);
   PackageSpeculation speculation;
   speculation.groups = group_tensors(tensors, DedupRule::dtype_shape_bytes);
   speculation.summary.output = summary.output;
@@ -207,11 +219,7 @@ PackageSpeculation write_package_while_hashing(PreparedPack& prepared, AtomicOut
 bool confirm_package(const PreparedPack& prepared, PackageSpeculation& speculation,
                      Progress* progress, PackSummary& summary) {
   auto groups = group_tensors(prepared.tensors, DedupRule::dtype_shape_bytes);
-  bool same = groups.size() == speculation.groups.size();
-  for (size_t g = 0; same && g < groups.size(); ++g) {
-    same = groups[g].members == speculation.groups[g].members;
-  }
-  if (!same) return false;
+  if (!same_groups(groups, speculation.groups)) return false;
   if (speculation.write_error) std::rethrow_exception(speculation.write_error);
   summarize_groups(prepared.tensors, groups, summary, progress);
   summary.output_bytes = speculation.summary.output_bytes;
