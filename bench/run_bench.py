@@ -310,8 +310,8 @@ def print_floors(results, packs, cpus):
     stall = results["sync_busy"]["median_wall_s"] / results["sync_uniq"]["median_wall_s"]
     floors["disk_under_load"] = stall
     print(f"the durable write with every core busy takes {stall:.2f}x as long (sync_busy / "
-          "sync_uniq, medians): near 1, the disk writes back while the cores hash; well above "
-          "1, write-back waits for idle cores and no pack can overlap the two")
+          "sync_uniq, medians): near 1, writing overlaps hashing fully; well above 1, no pack "
+          "that hashes on every core while it writes reaches the durable floor")
     return floors
 
 
