@@ -4,9 +4,12 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <stop_token>
 
 #include "ptepack/base/error.h"
+#include "ptepack/hash/parallel_hash.h"
 #include "ptepack/io/pipelined_writer.h"
+#include "ptepack/packing/file_content.h"
 #include "test_support.h"
 
 using ptepack::Error;
@@ -78,4 +81,28 @@ TEST_CASE("a failed background flush fails the write, naming the file") {
     CHECK(e.code() == ErrorCode::io);
     CHECK(std::string(e.what()) == "sink: fsync failed: Invalid argument");
   }
+}
+
+TEST_CASE("a write asked to stop fails before its next chunk and writes no more") {
+  ptepack::test::TempDir dir;
+  ptepack::FileContent content;
+  content.size = 3 * ptepack::kChunkBytes;  // three chunks of zeros
+  std::stop_source source;
+  ptepack::StreamOptions options;
+  options.stop = source.get_token();
+  {
+    OutputFile file(dir / "running", "running");
+    CHECK_NOTHROW(ptepack::write_content(file, content, options, nullptr));  // not asked
+  }
+  CHECK(std::filesystem::file_size(dir / "running") == content.size);
+  source.request_stop();
+  OutputFile file(dir / "stopped", "stopped");
+  try {
+    (void)ptepack::write_content(file, content, options, nullptr);
+    FAIL("a stopped write went on");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::io);
+    CHECK(std::string(e.what()) == "stopped: write stopped");
+  }
+  CHECK(std::filesystem::file_size(dir / "stopped") == 0);
 }

@@ -11,7 +11,14 @@ PipelinedWriter::PipelinedWriter(OutputFile& out, size_t buffers, size_t buffer_
     free_.push_back(i);
   }
   thread_ = std::thread([this] { run(); });
-  if (flush_every_ > 0) flusher_ = std::thread([this] { flush_loop(); });
+  if (flush_every_ > 0) {
+    try {
+      flusher_ = std::thread([this] { flush_loop(); });
+    } catch (...) {
+      stop_threads();  // the writer is running: join it before the error leaves
+      throw;
+    }
+  }
 }
 
 PipelinedWriter::~PipelinedWriter() { stop_threads(); }

@@ -24,12 +24,14 @@ constexpr uint64_t kFlushEvery = uint64_t{32} << 20;
 // written in the background while the next chunk is assembled. Small tensors
 // therefore cost one write per chunk, not one each.
 template <typename Sink>
-void stream_chunks(OutputFile& out, const FileContent& content, Progress* progress, Sink&& sink) {
+void stream_chunks(OutputFile& out, const FileContent& content, const std::stop_token& stop,
+                   Progress* progress, Sink&& sink) {
   const uint64_t end = content.size;
   PipelinedWriter writer(out, 3, kChunkBytes, end > kFlushEvery ? kFlushEvery : 0);
   const auto& pieces = content.pieces;
   size_t first = 0;  // first piece that ends after the current chunk's start
   for (uint64_t chunk_at = 0; chunk_at < end;) {
+    if (stop.stop_requested()) fail(ErrorCode::io, "{}: write stopped", out.display_name());
     auto buffer = writer.acquire();
     auto chunk =
         buffer.first(static_cast<size_t>(std::min<uint64_t>(buffer.size(), end - chunk_at)));
@@ -90,10 +92,11 @@ StreamResult write_content(OutputFile& out, const FileContent& content,
   StreamResult result;
   Sha256 hasher;
   uint32_t crc = 0;
-  stream_chunks(out, content, progress, [&](uint64_t offset, std::span<const uint8_t> bytes) {
-    if (options.sha256) hasher.update(bytes);
-    if (options.crc) crc = crc_update_in_range(crc, offset, bytes, *options.crc);
-  });
+  stream_chunks(out, content, options.stop, progress,
+                [&](uint64_t offset, std::span<const uint8_t> bytes) {
+                  if (options.sha256) hasher.update(bytes);
+                  if (options.crc) crc = crc_update_in_range(crc, offset, bytes, *options.crc);
+                });
   if (options.crc) result.crc32 = crc;
   if (options.sha256) result.sha256 = hasher.finish();
   return result;

@@ -283,7 +283,9 @@ PackSummary pack_once(const PackOptions& options) {
   // output would need new directories, and not when it cannot be created:
   // an input's error then still comes first, as when hashing comes first.
   std::error_code ec;
-  const auto parent = options.output.parent_path();
+  auto target = options.output;  // `-o out/` names `out`, as AtomicOutput reads it
+  if (target.filename().empty()) target = target.parent_path();
+  const auto parent = target.parent_path();
   if (!options.dry_run && effective_jobs(options.jobs) > 1 &&
       (parent.empty() || fs::is_directory(parent, ec)) &&
       detail::worth_writing_while_hashing(prepared.tensors, options.write_while_hashing_from)) {

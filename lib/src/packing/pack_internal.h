@@ -4,6 +4,7 @@
 #include <exception>
 #include <functional>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -38,8 +39,9 @@ struct PackageSpeculation {
   std::exception_ptr write_error;  // raised only if the prediction holds
 };
 
-// Whether a package of these tensors is worth writing while it is hashed: at
-// least `from_bytes` of tensors (0: never), and little to sample.
+// Whether an output of these tensors (a package or a directory) is worth
+// writing while it is hashed: at least `from_bytes` of tensors (0: never),
+// and little to sample.
 [[nodiscard]] bool worth_writing_while_hashing(const std::vector<StoredTensor>& tensors,
                                                uint64_t from_bytes);
 
@@ -47,7 +49,7 @@ struct PackageSpeculation {
 // tensor whose length another shares (writing each tensor's prediction into
 // its sha256), then writes the package on them into `output` on a thread of
 // its own while hash() runs on this one. hash() must give every tensor its
-// real digest. Throws hash()'s error (after the writer is done).
+// real digest. Throws hash()'s error (after the writer has stopped).
 [[nodiscard]] PackageSpeculation write_package_while_hashing(PreparedPack& prepared,
                                                              AtomicOutput& output,
                                                              Progress* progress,
@@ -61,6 +63,12 @@ struct PackageSpeculation {
 [[nodiscard]] bool confirm_package(const PreparedPack& prepared, PackageSpeculation& speculation,
                                    Progress* progress, PackSummary& summary);
 
+// Runs write() on a thread of its own while hash() runs on this one; the
+// writer's error goes to `write_error` (for the caller to raise only if the
+// prediction it wrote on holds). An error of hash() asks the writer to stop
+// at its next chunk, waits for it, and is rethrown.
+void write_beside_hashing(const std::function<void(const std::stop_token&)>& write,
+                          const std::function<void()>& hash, std::exception_ptr& write_error);
 // Gives every tensor a predicted digest (its sha256 field): for one whose byte
 // length another tensor shares, the digest of three 4 KiB samples (start,
 // middle, end; all of it up to 12 KiB); for the others one of their own.
@@ -132,7 +140,8 @@ uint64_t write_manifest(const std::filesystem::path& dir, const std::string& dis
 [[nodiscard]] std::vector<Digest> write_shard_files(const std::vector<PlannedShard>& plan,
                                                     const std::vector<FileContent>& contents,
                                                     const PackOptions& options,
-                                                    AtomicOutput& output, Progress* progress);
+                                                    AtomicOutput& output, Progress* progress,
+                                                    const std::stop_token& stop = {});
 // Renames written shards to their content names; fills their names into
 // summary and the manifest's shard fields, shards and tensors.
 void name_shards(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,

@@ -2,7 +2,6 @@
 #include <filesystem>
 
 #include <algorithm>
-#include <thread>
 
 #include "pack_internal.h"
 #include "ptepack/base/error.h"
@@ -88,7 +87,7 @@ std::vector<FileContent> lay_out_shards(const std::vector<StoredTensor>& tensors
 std::vector<Digest> write_shard_files(const std::vector<PlannedShard>& plan,
                                       const std::vector<FileContent>& contents,
                                       const PackOptions& options, AtomicOutput& output,
-                                      Progress* progress) {
+                                      Progress* progress, const std::stop_token& stop) {
   const auto& dir = output.temp_path();
   // Shards are independent files: write them in parallel, each hashed as it streams.
   std::vector<Digest> digests(plan.size());
@@ -97,6 +96,7 @@ std::vector<Digest> write_shard_files(const std::vector<PlannedShard>& plan,
     OutputFile file(dir / temp_name, output.display_name(temp_name));
     StreamOptions stream;
     stream.sha256 = true;
+    stream.stop = stop;
     digests[s] = write_content(file, contents[s], stream, progress).sha256;
     file.finish(contents[s].size);
   });
@@ -173,13 +173,13 @@ DirectoryLayout lay_out_directory(const PreparedPack& prepared, const PackOption
 // written, unless it may be needed again (a prediction not yet confirmed).
 WrittenFiles write_files(PreparedPack& prepared, const DirectoryLayout& layout,
                          const PackOptions& options, AtomicOutput& output, Progress* progress,
-                         bool keep_program) {
+                         bool keep_program, const std::stop_token& stop = {}) {
   WrittenFiles files;
   files.program = write_small_file(output.temp_path() / "program.ptg",
                                    output.display_name("program.ptg"), prepared.program_bytes());
   files.program_size = prepared.program_bytes().size();
   if (!keep_program) prepared.program = {};  // its memory is free for the manifest
-  files.shards = write_shard_files(layout.plan, layout.contents, options, output, progress);
+  files.shards = write_shard_files(layout.plan, layout.contents, options, output, progress, stop);
   return files;
 }
 
@@ -224,26 +224,16 @@ std::optional<DirectorySpeculation> write_directory_while_hashing(
   speculation.summary.output = summary.output;
   try {
     speculation.layout = lay_out_directory(prepared, options, progress, speculation.summary);
-  } catch (const Error&) {
-    return std::nullopt;  // the real plan reports it, once the inputs are hashed
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::internal) throw;  // a bug, on any groups
+    return std::nullopt;  // the real plan decides, once the inputs are hashed
   }
-  // The writer reads keys, layouts and bytes; hash() writes only digests.
-  // Errors are ordered as for a package (see write_package_while_hashing).
-  std::thread writer([&] {
-    try {
-      speculation.files =
-          write_files(prepared, speculation.layout, options, output, progress, true);
-    } catch (...) {
-      speculation.write_error = std::current_exception();
-    }
-  });
-  try {
-    hash();
-  } catch (...) {
-    writer.join();
-    throw;
-  }
-  writer.join();
+  write_beside_hashing(
+      [&](const std::stop_token& stop) {
+        speculation.files =
+            write_files(prepared, speculation.layout, options, output, progress, true, stop);
+      },
+      hash, speculation.write_error);
   return speculation;
 }
 

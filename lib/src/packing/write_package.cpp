@@ -20,7 +20,8 @@ uint32_t crc_of(std::string_view bytes) {
 
 // The package of `groups` (summarized in `summary`); see write_package.
 void write_package_file(const PreparedPack& prepared, const std::vector<StorageGroup>& groups,
-                        AtomicOutput* output, Progress* progress, PackSummary& summary) {
+                        AtomicOutput* output, Progress* progress, PackSummary& summary,
+                        const std::stop_token& stop = {}) {
   const auto& tensors = prepared.tensors;
 
   // program.safetensors holds each group's owner, in key order (groups are in owner order).
@@ -83,6 +84,7 @@ void write_package_file(const PreparedPack& prepared, const std::vector<StorageG
 
   OutputFile file = output->file();
   StreamOptions stream;
+  stream.stop = stop;
   size_t weights_index = 0;
   for (size_t i = 0; i < archive.entries.size(); ++i) {
     if (archive.entries[i].name == "program.safetensors") {
@@ -163,6 +165,26 @@ bool worth_writing_while_hashing(const std::vector<StoredTensor>& tensors, uint6
   return sampled <= total / 64;
 }
 
+void write_beside_hashing(const std::function<void(const std::stop_token&)>& write,
+                          const std::function<void()>& hash, std::exception_ptr& write_error) {
+  // The writer reads keys, layouts and bytes; hash() writes only digests.
+  std::jthread writer([&](const std::stop_token& stop) {
+    try {
+      write(stop);
+    } catch (...) {
+      write_error = std::current_exception();
+    }
+  });
+  try {
+    hash();
+  } catch (...) {
+    writer.request_stop();  // its output is abandoned: it stops at its next chunk
+    writer.join();
+    throw;
+  }
+  writer.join();
+}
+
 void predict_digests(std::vector<StoredTensor>& tensors) {
   // For tensors that cannot be duplicates any digest of their own will do:
   // their length alone keeps them apart.
@@ -195,24 +217,12 @@ PackageSpeculation write_package_while_hashing(PreparedPack& prepared, AtomicOut
   speculation.groups = group_tensors(tensors, DedupRule::dtype_shape_bytes);
   speculation.summary.output = summary.output;
   summarize_groups(tensors, speculation.groups, speculation.summary, progress);
-  // The writer reads keys, layouts and bytes; hash() writes only digests.
-  // An error of hashing is reported once the writer is done (it is not
-  // interrupted); one of the writer's only if the prediction holds, since a
-  // wrong plan may fail where the right one does not.
-  std::thread writer([&] {
-    try {
-      write_package_file(prepared, speculation.groups, &output, progress, speculation.summary);
-    } catch (...) {
-      speculation.write_error = std::current_exception();
-    }
-  });
-  try {
-    hash();
-  } catch (...) {
-    writer.join();
-    throw;
-  }
-  writer.join();
+  write_beside_hashing(
+      [&](const std::stop_token& stop) {
+        write_package_file(prepared, speculation.groups, &output, progress, speculation.summary,
+                           stop);
+      },
+      hash, speculation.write_error);
   return speculation;
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,7 @@ struct FileContent {
 struct StreamOptions {
   bool sha256 = false;                               // digest of the whole file
   std::optional<std::pair<uint64_t, uint64_t>> crc;  // CRC-32 of [begin, end)
+  std::stop_token stop;  // once stop is requested, the next chunk throws (the file is abandoned)
 };
 
 struct StreamResult {
@@ -48,7 +50,8 @@ struct StreamResult {
 // copied, gaps written as zeros): one thread assembles chunks, one writes them.
 // Digest and CRC cover exactly those bytes;
 // the caller patches headers, then finish()es. Pieces must be sorted and must
-// not overlap (checked: ErrorCode::internal).
+// not overlap (checked: ErrorCode::internal). A stop requested through
+// options.stop fails the write before its next chunk (ErrorCode::io).
 StreamResult write_content(OutputFile& out, const FileContent& content,
                            const StreamOptions& options, Progress* progress);
 

@@ -38,9 +38,10 @@ struct PackOptions {
   // Keep every renamed key in the summary; false counts them only (a
   // 1,000,000-tensor pack renames about 750,000 keys: 140 MB of strings).
   bool list_renames = true;
-  // A .ptn holding at least this many bytes of tensors is written while it is
-  // hashed, on dedup groups predicted from samples of the bytes, and written
-  // again if the digests disagree (docs/performance.md); 0: hash, then write.
+  // A .ptn or a program-graph directory holding at least this many bytes of
+  // tensors is written while it is hashed, on dedup groups predicted from
+  // samples of the bytes, and written again if the digests disagree
+  // (docs/performance.md); 0: hash, then write.
   uint64_t write_while_hashing_from = 256ULL << 20;
   ProgressMode progress = ProgressMode::never;  // --progress
 };
@@ -80,7 +81,7 @@ struct PackSummary {
   uint64_t dropped_bytes = 0;
   std::vector<ShardSummary> shards;
   uint64_t output_bytes = 0;             // total bytes written (or planned)
-  bool written_while_hashing = false;    // a .ptn written on the plan the digests confirmed
+  bool written_while_hashing = false;    // written on the plan the digests confirmed
   double elapsed_seconds = 0;            // wall time of the whole pack call
   std::vector<ProgramSummary> programs;  // .pte inputs
   std::vector<std::string> notes;        // advice that is not an error
