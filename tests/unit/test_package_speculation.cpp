@@ -223,15 +223,32 @@ void write_model(const std::filesystem::path& dir, const std::string& method,
               static_cast<std::streamsize>(b.bytes.size()));
 }
 
-std::string pack_model(const std::filesystem::path& dir, const std::string& name,
-                       uint64_t write_while_hashing_from, PackSummary* summary) {
+// Options packing a.json and b.json of `dir` into dir/name at -j2 (never at -j1).
+PackOptions model_options(const std::filesystem::path& dir, const std::string& name,
+                          uint64_t write_while_hashing_from) {
   PackOptions options;
   options.inputs = {(dir / "a.json").string(), (dir / "b.json").string()};
   options.output = dir / name;
   options.write_while_hashing_from = write_while_hashing_from;
-  options.jobs = 2;  // not at -j1
+  options.jobs = 2;
+  return options;
+}
+
+std::string pack_model(const std::filesystem::path& dir, const std::string& name,
+                       uint64_t write_while_hashing_from, PackSummary* summary) {
+  auto options = model_options(dir, name, write_while_hashing_from);
   *summary = pack(options);
   return test::file_bytes(options.output);
+}
+
+// Methods a and b sharing a tensor; b's `near` has its length and samples,
+// and its bytes too when the prediction is to hold.
+void write_near_model(const std::filesystem::path& dir, bool predicted_right) {
+  auto shared = pattern(1 << 20, 8);
+  auto near = shared;
+  if (!predicted_right) near[300000] ^= 1;
+  write_model(dir, "a", {{"shared", shared}, {"own", pattern(1 << 20, 9)}});
+  write_model(dir, "b", {{"near", near}, {"shared", shared}});
 }
 
 }  // namespace
@@ -239,11 +256,7 @@ std::string pack_model(const std::filesystem::path& dir, const std::string& name
 TEST_CASE("pack writes a large package while hashing: the same bytes, predicted right or not") {
   for (bool predicted_right : {true, false}) {
     test::TempDir dir;
-    auto shared = pattern(1 << 20, 8);
-    auto near = shared;  // same length and samples as `shared`
-    if (!predicted_right) near[300000] ^= 1;
-    write_model(dir.path(), "a", {{"shared", shared}, {"own", pattern(1 << 20, 9)}});
-    write_model(dir.path(), "b", {{"near", near}, {"shared", shared}});
+    write_near_model(dir.path(), predicted_right);
     PackSummary after, during;
     auto expected = pack_model(dir.path(), "after.ptn", 0, &after);
     auto written = pack_model(dir.path(), "during.ptn", 1, &during);
@@ -283,17 +296,9 @@ TEST_CASE("pack writes a large directory while hashing: the same files, predicte
       INFO("format " << shard_format_name(shape.format) << ", cap " << shape.cap.value_or(0)
                      << ", predicted right " << predicted_right);
       test::TempDir dir;
-      auto shared = pattern(1 << 20, 8);
-      auto near = shared;  // same length and samples as `shared`
-      if (!predicted_right) near[300000] ^= 1;
-      write_model(dir.path(), "a", {{"shared", shared}, {"own", pattern(1 << 20, 9)}});
-      write_model(dir.path(), "b", {{"near", near}, {"shared", shared}});
+      write_near_model(dir.path(), predicted_right);
       auto run = [&](const std::string& name, uint64_t from) {
-        PackOptions options;
-        options.inputs = {(dir / "a.json").string(), (dir / "b.json").string()};
-        options.output = dir / name;
-        options.write_while_hashing_from = from;
-        options.jobs = 2;  // not at -j1
+        auto options = model_options(dir.path(), name, from);
         options.sharding.format = shape.format;
         options.sharding.max_shard_bytes = shape.cap;
         return pack(options);
@@ -334,11 +339,7 @@ TEST_CASE("a directory whose predicted plan fails where the real one fits is pla
   write_model(dir.path(), "a", {{key, first}});
   write_model(dir.path(), "b", {{key, second}});
   auto run = [&](const std::string& name, uint64_t from, uint64_t cap, uint64_t tensors) {
-    PackOptions options;
-    options.inputs = {(dir / "a.json").string(), (dir / "b.json").string()};
-    options.output = dir / name;
-    options.write_while_hashing_from = from;
-    options.jobs = 2;
+    auto options = model_options(dir.path(), name, from);
     options.sharding.max_shard_bytes = cap;
     options.sharding.max_shard_tensors = tensors;
     return pack(options);
@@ -358,10 +359,7 @@ TEST_CASE("a corrupt input stops a directory written while hashing, leaving noth
   auto shared = pattern(1 << 20, 8);
   write_model(dir.path(), "a", {{"shared", shared}, {"own", pattern(1 << 20, 9)}});
   write_model(dir.path(), "b", {{"other", pattern(1 << 20, 13)}, {"shared", shared}});
-  PackOptions options;
-  options.inputs = {(dir / "a.json").string(), (dir / "b.json").string()};
-  options.output = dir / "packed";
-  options.write_while_hashing_from = 0;
+  auto options = model_options(dir.path(), "packed", 0);
   (void)pack(options);
   // One byte of tensor data flipped in the middle of the shard.
   std::filesystem::path shard;
@@ -381,7 +379,6 @@ TEST_CASE("a corrupt input stops a directory written while hashing, leaving noth
   options.inputs = {(dir / "packed").string()};
   options.output = dir / "repacked";
   options.write_while_hashing_from = 1;
-  options.jobs = 2;
   try {
     (void)pack(options);
     FAIL("a corrupt input was packed");
