@@ -136,20 +136,8 @@ uint64_t write_manifest(const std::filesystem::path& dir, const std::string& dis
                                                       const std::vector<PlannedShard>& plan,
                                                       const PackOptions& options,
                                                       PackSummary& summary);
-// Writes the planned shards in parallel under temporary names; their digests.
-[[nodiscard]] std::vector<Digest> write_shard_files(const std::vector<PlannedShard>& plan,
-                                                    const std::vector<FileContent>& contents,
-                                                    const PackOptions& options,
-                                                    AtomicOutput& output, Progress* progress,
-                                                    const std::stop_token& stop = {});
-// Renames written shards to their content names; fills their names into
-// summary and the manifest's shard fields, shards and tensors.
-void name_shards(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
-                 const std::vector<PlannedShard>& plan, const std::vector<FileContent>& contents,
-                 const std::vector<Digest>& digests, const PackOptions& options,
-                 AtomicOutput& output, PackSummary& summary, Manifest& manifest);
-// Both: writes the shards under content names, in parallel; fills their names
-// into summary and the manifest's shard fields, shards, tensors and weight_map.
+// Writes the shards under content names, in parallel; fills their names into
+// summary and the manifest's shard fields, shards, tensors and weight_map.
 void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
                   const std::vector<PlannedShard>& plan, const std::vector<FileContent>& contents,
                   const PackOptions& options, AtomicOutput& output, Progress* progress,

@@ -84,10 +84,13 @@ std::vector<FileContent> lay_out_shards(const std::vector<StoredTensor>& tensors
   return contents;
 }
 
+namespace {
+
+// Writes the planned shards in parallel under temporary names; their digests.
 std::vector<Digest> write_shard_files(const std::vector<PlannedShard>& plan,
                                       const std::vector<FileContent>& contents,
                                       const PackOptions& options, AtomicOutput& output,
-                                      Progress* progress, const std::stop_token& stop) {
+                                      Progress* progress, const std::stop_token& stop = {}) {
   const auto& dir = output.temp_path();
   // Shards are independent files: write them in parallel, each hashed as it streams.
   std::vector<Digest> digests(plan.size());
@@ -103,6 +106,8 @@ std::vector<Digest> write_shard_files(const std::vector<PlannedShard>& plan,
   return digests;
 }
 
+// Renames written shards to their content names; fills their names into
+// summary and the manifest's shard fields, shards and tensors.
 void name_shards(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
                  const std::vector<PlannedShard>& plan, const std::vector<FileContent>& contents,
                  const std::vector<Digest>& digests, const PackOptions& options,
@@ -140,6 +145,8 @@ void name_shards(const std::vector<StoredTensor>& tensors, const std::vector<Sto
     }
   }
 }
+
+}  // namespace
 
 void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
                   const std::vector<PlannedShard>& plan, const std::vector<FileContent>& contents,
