@@ -29,7 +29,8 @@ Action add_dump(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("dump", "Show methods, keys, state, shards and dedup of an artifact");
   cmd->add_option("path", args->path,
-                  ".ptn, directory, manifest.json, .ptg, .json, .pte, .ptd or .safetensors")
+                  ".ptn, directory, manifest.json, .ptg, .json, .pte, .ptd or .safetensors; a program "
+                  "as PATH@DATA[,DATA...] with its data files")
       ->required()
       ->default_str("");
   cmd->add_flag("--json", args->options.json, "Stable machine-readable output");
@@ -65,7 +66,9 @@ Action add_dump(CLI::App& app) {
                                        : DumpSort::key;
     o.width = args->width >= 0 ? static_cast<size_t>(args->width) : terminal_width();
     o.progress = progress_mode(*progress);
-    dump_artifact(args->path, o, [](std::string_view chunk) {
+    auto spec = artifact_spec(args->path);
+    o.data = spec.data;
+    dump_artifact(spec.path, o, [](std::string_view chunk) {
       std::fwrite(chunk.data(), 1, chunk.size(), stdout);
     });
     std::fflush(stdout);

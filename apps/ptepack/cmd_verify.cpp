@@ -17,7 +17,8 @@ Action add_verify(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("verify", "Re-read an artifact and check everything pack guarantees");
   cmd->add_option("path", args->path,
-                  ".ptn, directory or manifest.json (other artifacts: reader checks)")
+                  ".ptn, directory or manifest.json (other artifacts: reader checks); a program as "
+                  "PATH@DATA[,DATA...] with the data files it loads with")
       ->required()
       ->default_str("");
   cmd->add_flag("--json", args->json, "Machine-readable report");
@@ -29,7 +30,9 @@ Action add_verify(CLI::App& app) {
     Progress progress;
     args->options.progress = &progress;
     progress.start(progress_mode(*progress_value));
-    auto report = verify_artifact(args->path, args->options);
+    auto spec = artifact_spec(args->path);
+    args->options.data = spec.data;
+    auto report = verify_artifact(spec.path, args->options);
     progress.stop();
     if (args->json) {
       print(render_verify_json(report));

@@ -26,7 +26,9 @@ int report(const std::string& message, int code) {
   ptepack::wait_if_interrupted();
   std::istringstream lines(message);
   std::string line;
-  while (std::getline(lines, line)) std::cerr << "ptepack: error: " << line << '\n';
+  // Names inside messages come from input files: escaped, whatever raised them.
+  while (std::getline(lines, line))
+    std::cerr << "ptepack: error: " << ptepack::escaped(line) << '\n';
   return code;
 }
 

@@ -47,11 +47,12 @@ def identical_inputs_are_equivalent(ctx):
     report = ctx.run("diff", a, b, "--json")
     ctx.code(report, 0, "identical --json")
     j = report.json()
-    ctx.equal((j["format"], j["version"], j["equivalent"]), ("ptepack.diff", 1, True), "header")
-    shards = load_json(os.path.join(a, "manifest.json"))["shards"]
-    ctx.equal(sorted(s["file"] for s in j["shards"]["unchanged"]),
-              sorted(s["file"] for s in shards), "every shard unchanged")
-    ctx.equal((j["shards"]["added"], j["shards"]["download_bytes"]), ([], 0), "nothing to download")
+    ctx.equal((j["format"], j["version"], j["equivalent"]), ("ptepack.diff", 2, True), "header")
+    manifest = load_json(os.path.join(a, "manifest.json"))
+    ctx.equal(sorted(s["file"] for s in j["files"]["unchanged"]),
+              sorted([s["file"] for s in manifest["shards"]] + [manifest["program"]["file"]]),
+              "every file unchanged, the program included")
+    ctx.equal((j["files"]["added"], j["files"]["download_bytes"]), ([], 0), "nothing to download")
 
 
 @suite.test
@@ -65,7 +66,7 @@ def a_package_and_the_directory_packed_from_it_are_equivalent(ctx):
         ctx.code(result, 0, f"{a} vs {b}")
         j = result.json()
         ctx.equal(j["equivalent"], True, "equivalent")
-        ctx.equal(j["shards"], None, "no shard comparison with a package")
+        ctx.equal(j["files"], None, "no file comparison with a package")
 
 
 @suite.test
@@ -78,21 +79,24 @@ def one_changed_tensor_names_that_key_and_its_shard(ctx):
     ctx.code(result, 1, "one tensor differs")
     j = result.json()
     ctx.equal(j["equivalent"], False, "equivalent")
-    ctx.equal([c["key"] for c in j["keys"]["changed"]], ["decode/layers.0.attention.wq.weight"],
-              "changed keys")
-    ctx.equal(j["keys"]["changed"][0]["changes"], ["bytes"], "what changed")
-    ctx.equal((j["keys"]["added"], j["keys"]["removed"]), ([], []), "keys added/removed")
-    ctx.equal(j["methods"], {"added": [], "removed": [], "changed": []}, "methods")
+    ctx.equal([(c["key"], c["change"]) for c in j["keys"]],
+              [("decode/layers.0.attention.wq.weight", "changed")], "changed keys")
+    ctx.equal(j["keys"][0]["changes"], ["bytes"], "what changed")
+    ctx.equal(j["methods"], [], "methods")
     # The changed bytes live in exactly one shard of each side: that one is replaced.
     manifest_a = load_json(os.path.join(a, "manifest.json"))
     manifest_b = load_json(os.path.join(b, "manifest.json"))
     key = "decode/layers.0.attention.wq.weight"
     old, new = manifest_a["tensors"][key]["shard"], manifest_b["tensors"][key]["shard"]
-    ctx.check(new in [s["file"] for s in j["shards"]["added"]], f"{new} not reported new")
-    ctx.check(old in [s["file"] for s in j["shards"]["removed"]], f"{old} not reported gone")
+    ctx.check(new in [s["file"] for s in j["files"]["added"]], f"{new} not reported new")
+    ctx.check(old in [s["file"] for s in j["files"]["removed"]], f"{old} not reported gone")
     sizes = {s["file"]: s["size"] for s in manifest_b["shards"]}
-    ctx.equal(j["shards"]["download_bytes"], sum(sizes[s["file"]] for s in j["shards"]["added"]),
-              "download bytes = sizes of the new shards")
+    sizes[manifest_b["program"]["file"]] = manifest_b["program"]["size"]
+    ctx.equal(j["files"]["download_bytes"], sum(sizes[s["file"]] for s in j["files"]["added"]),
+              "download bytes = sizes of the new files")
+    ctx.equal({s["file"]: s["sha256"] for s in j["files"]["added"]},
+              {s["file"]: s["sha256"] for s in manifest_b["shards"] if s["file"] in
+               [f["file"] for f in j["files"]["added"]]}, "new files are shards (same program)")
     text = ctx.run("diff", a, b)
     ctx.code(text, 1, "text report")
     ctx.check(f"~ {key}: bytes " in text.out, text.out)
@@ -105,11 +109,18 @@ def an_added_method_is_reported(ctx):
     one = pack(ctx, programs[:1], os.path.join(d, "one.ptn"))
     two = pack(ctx, programs, os.path.join(d, "two.ptn"))
     j = ctx.run("diff", one, two, "--json").json()
-    ctx.equal(j["methods"]["added"], ["decode"], "added method")
-    ctx.equal(j["methods"]["removed"], [], "removed methods")
-    ctx.check(all(k.startswith("decode/") or k.startswith("state/") for k in j["keys"]["added"]),
-              f"added keys: {j['keys']['added']}")
-    ctx.check(j["keys"]["added"], "decode's keys are added")
+    # decode mutates pos, so with it prefill reads state/pos instead of its own prefill/pos:
+    # prefill's graph changes too, and that key goes.
+    ctx.equal([(m["method"], m["change"]) for m in j["methods"]],
+              [("decode", "added"), ("prefill", "changed")], "methods")
+    added = [k["key"] for k in j["keys"] if k["change"] == "added"]
+    ctx.equal([(k["key"], k["change"]) for k in j["keys"] if k["change"] != "added"],
+              [("prefill/pos", "removed")], "the key that became state")
+    ctx.check("state/pos" in [s["key"] for s in j["state"] if s["change"] == "added"],
+              f"state/pos added: {j['state']}")
+    ctx.check(all(k.startswith("decode/") or k.startswith("state/") for k in added),
+              f"added keys: {added}")
+    ctx.check(added, "decode's keys are added")
     back = ctx.run("diff", two, one)
     ctx.code(back, 1, "method removed")
     ctx.check("  - decode" in back.out, back.out)

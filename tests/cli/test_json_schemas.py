@@ -6,6 +6,7 @@ import copy
 import glob
 import json
 import os
+import subprocess
 import sys
 import warnings
 
@@ -26,17 +27,17 @@ GOLDEN = os.path.join(HERE, "golden")
 SCHEMA_OF = {"pack": "pack", "dump": "dump", "verify": "verify", "diff": "diff"}
 
 
+def schemas():
+    return {os.path.basename(path).split(".")[0]: load_json(path)
+            for path in glob.glob(os.path.join(SCHEMA_DIR, "*.schema.json"))}
+
+
 def validators():
-    store = {}
-    for path in glob.glob(os.path.join(SCHEMA_DIR, "*.schema.json")):
-        schema = load_json(path)
-        jsonschema.Draft202012Validator.check_schema(schema)
-        store[schema["$id"]] = schema
+    """Each schema on its own, as a stock validator takes it: no store, no resolver."""
     out = {}
-    for schema in store.values():
-        name = os.path.basename(schema["$id"]).split(".")[0]
-        resolver = jsonschema.RefResolver.from_schema(schema, store=store)
-        out[name] = jsonschema.Draft202012Validator(schema, resolver=resolver)
+    for name, schema in schemas().items():
+        jsonschema.Draft202012Validator.check_schema(schema)
+        out[name] = jsonschema.Draft202012Validator(schema)
     return out
 
 
@@ -108,7 +109,7 @@ def schemas_reject_what_breaks_the_contract(ctx):
         name = SCHEMA_OF[command]
         for mutate, what in (
                 (lambda j: j.pop("format"), "no format"),
-                (lambda j: j.__setitem__("version", 2), "another version"),
+                (lambda j: j.__setitem__("version", 99), "another version"),
                 (lambda j: j.__setitem__("surprise", 1), "an unknown field")):
             broken = copy.deepcopy(document)
             mutate(broken)
@@ -120,6 +121,67 @@ def schemas_reject_what_breaks_the_contract(ctx):
         ctx.check(not VALIDATORS["dump"].is_valid(dump), "a shape given as one string accepted")
     manifest_like = {"format": "ptepack.manifest", "version": 1}
     ctx.check(not VALIDATORS["manifest"].is_valid(manifest_like), "an empty manifest accepted")
+
+
+def refs(node):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref":
+                yield value
+            yield from refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from refs(value)
+
+
+@suite.test
+def schemas_are_self_contained_and_share_one_set_of_definitions(ctx):
+    common = load_json(os.path.join(SCHEMA_DIR, "common.schema.json"))["$defs"]
+    for name, schema in schemas().items():
+        external = [r for r in refs(schema) if not r.startswith("#/")]
+        ctx.equal(external, [], f"{name}: references outside the document")
+        ctx.check("$id" not in schema, f"{name}: an $id a validator could try to fetch")
+        for definition, body in schema.get("$defs", {}).items():
+            if definition in common:
+                ctx.equal(body, common[definition], f"{name}: $defs/{definition} differs from "
+                          "common.schema.json's")
+
+
+@suite.test
+def the_documented_offline_command_validates_real_outputs(ctx):
+    """`/usr/bin/python3 -m jsonschema -i DOC SCHEMA` (Debian's jsonschema), with no network:
+    the command docs/json-output.md gives, on one document of each kind."""
+    d = ctx.mkdir()
+    examples = [os.path.join(ctx.examples, n) for n in ("prefill.json", "decode.json")]
+    out = os.path.join(d, "model")
+    pte = os.path.join(ctx.data, "pte", "xnnpack_conv.pte")
+    documents = {
+        "pack": ctx.run_ok("pack", *examples, "-o", out, "--json").out,
+        "dump": ctx.run_ok("dump", out, "--json").out,
+        "verify": ctx.run_ok("verify", out, "--json").out,
+        "diff": ctx.run("diff", pte, os.path.join(ctx.data, "pte", "portable_add_no_header.pte"),
+                        "--json").out,
+    }
+    with open(os.path.join(out, "manifest.json"), encoding="utf-8") as handle:
+        documents["manifest"] = handle.read()
+    env = dict(os.environ, http_proxy="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9",
+               no_proxy="")
+    for name, text in documents.items():
+        path = os.path.join(d, f"{name}.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        schema = os.path.join(SCHEMA_DIR, f"{name}.schema.json")
+        result = subprocess.run(["/usr/bin/python3", "-m", "jsonschema", "-i", path, schema],
+                                capture_output=True, text=True, env=env, timeout=120)
+        ctx.equal((result.returncode, result.stdout + result.stderr), (0, ""),
+                  f"{name}: jsonschema command")
+        broken = json.loads(text)
+        broken["format"] = "something else"
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(broken, handle)
+        result = subprocess.run(["/usr/bin/python3", "-m", "jsonschema", "-i", path, schema],
+                                capture_output=True, text=True, env=env, timeout=120)
+        ctx.check(result.returncode != 0, f"{name}: a broken document passes the command")
 
 
 if __name__ == "__main__":

@@ -523,6 +523,24 @@ TEST_CASE("pte: union tags without their table and buffers without storage") {
                    "execution_plan[0].chains[0].instructions[0]: instr_args_type " +
                        std::to_string(tag) + " without instr_args");
   }
+  // Likewise an EValue whose tag names a table that is absent (NONE included); the runtime
+  // refuses every such value but Null ("Null value at index").
+  for (int tag = 0; tag <= 10; ++tag) {
+    INFO("value tag " << tag);
+    const std::string bytes = small_program([&](fb::FlatBufferBuilder& b) {
+      const auto start = b.StartTable();
+      b.AddElement<uint8_t>(et::EValue::VT_VAL_TYPE, static_cast<uint8_t>(tag), 0xff);
+      const fb::Offset<et::EValue> value(b.EndTable(start));
+      b.Finish(program_of(b, {value}, {}), et::ProgramIdentifier());
+    });
+    if (tag == static_cast<int>(et::KernelTypes::Null)) {
+      CHECK(read_bytes(dir, bytes).plans.size() == 1);
+    } else {
+      const std::string name = et::EnumNameKernelTypes(static_cast<et::KernelTypes>(tag));
+      expect_invalid(dir, bytes,
+                     "execution_plan[0].values[0]: val_type " + name + " without val");
+    }
+  }
   // A zero-element constant in a constant_buffer entry that has no storage vector holds no
   // bytes; one of 4 elements does not fit it.
   for (int32_t n : {0, 4}) {

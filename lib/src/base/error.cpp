@@ -1,6 +1,8 @@
 // Message helpers for ptepack::Error.
 #include "ptepack/base/error.h"
 
+#include "ptepack/base/format_util.h"
+
 namespace ptepack {
 
 std::string quoted(std::string_view text) { return quote(text); }
@@ -9,13 +11,22 @@ std::string quote(std::string_view text) { return "'" + escaped(text) + "'"; }
 
 std::string escaped(std::string_view text) {
   std::string out;
-  for (char c : text) {
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      out += fmt::format("\\x{:02x}", u);
-    } else {
-      out += c;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const auto u = static_cast<unsigned char>(text[i]);
+    if (u >= 0x20 && u < 0x7f) {
+      out += text[i++];
+      continue;
     }
+    const size_t length = u >= 0x80 ? utf8_sequence(text, i) : 0;
+    // C1 controls (U+0080..U+009F, encoded C2 80..C2 9F) drive terminals too.
+    if (length == 0 || (length == 2 && u == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0)) {
+      out += fmt::format("\\x{:02x}", u);
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, length));
+    i += length;
   }
   return out;
 }

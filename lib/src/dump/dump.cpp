@@ -412,7 +412,7 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
 void dump_artifact(const std::filesystem::path& path, const DumpOptions& options,
                    const TextOut& write) {
   Sink out(write);
-  auto artifact = load_artifact(path);
+  auto artifact = load_artifact(path, options.data);
   ProgramKeys keys;
   if (artifact.program) keys = ProgramKeys(artifact.program.root());
   const auto mutated_keys = keys.mutated();

@@ -120,6 +120,13 @@ struct PlanReader {
 
   void value(const et::EValue& v, uint32_t i, uint32_t values) {
     const std::string at = fmt::format("values[{}]", i);
+    // The verifier accepts a union tag without its table; the runtime refuses
+    // every value but Null without one ("Null value at index").
+    if (v.val_type() != et::KernelTypes::Null && v.val() == nullptr) {
+      const std::string_view known = et::EnumNameKernelTypes(v.val_type());
+      fail_input("{}: {}.{}: val_type {} without val (the runtime refuses it)", name, where, at,
+                 known.empty() ? std::to_string(static_cast<int>(v.val_type())) : known);
+    }
     if (const auto* list = v.val_as_TensorList()) indices(list->items(), values, at + ".items");
     if (const auto* list = v.val_as_OptionalTensorList()) {
       indices(list->items(), values, at + ".items", true);

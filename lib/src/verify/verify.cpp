@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <set>
 
 #include "program_checks.h"
@@ -143,6 +144,44 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
   }
 }
 
+// A .pte and the data files it is loaded with (PATH@DATA, or the same-stem
+// .ptd when it has EXTERNAL tensors), each read on its own: every EXTERNAL key
+// must be in exactly one of them with the layout the runtime demands.
+void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyReport& report) {
+  auto& problems = report.problems;
+  pte::Program program;
+  if (!attempt(problems, [&] { program = pte::read(file); })) return;
+  report.files_checked = 1;
+  std::vector<fs::path> sources = options.data;
+  const bool external =
+      std::any_of(program.tensors.begin(), program.tensors.end(),
+                  [](const auto& t) { return t.storage == pte::Storage::external; });
+  if (sources.empty() && external) {
+    auto candidate = file->path();
+    candidate.replace_extension(".ptd");
+    std::error_code ec;
+    if (fs::exists(candidate, ec)) sources.push_back(candidate);
+  }
+  std::vector<TensorTable> tables(sources.size());
+  std::vector<DataFile> files;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const auto name = sources[i].string();
+    if (!attempt(problems, [&] {
+          auto f = ptd::read_file(InputFile::open(sources[i]));
+          note_unreferenced_segments(f, report.notes);
+          tables[i] = std::move(f.tensors);
+        })) {
+      continue;
+    }
+    ++report.files_checked;
+    report.tensors_checked += tables[i].size();
+    files.push_back({name, &tables[i]});
+  }
+  if (external || !files.empty()) {
+    check_program_data(program, file->name(), files, {}, false, problems);
+  }
+}
+
 }  // namespace
 
 void verify_directory(const fs::path& path, const VerifyOptions& options, VerifyReport& report);
@@ -156,6 +195,31 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
     fail(ErrorCode::io, "{}: no such file or directory", path.string());
   if (!fs::is_directory(path, missing) && !fs::is_regular_file(path, missing))
     fail(ErrorCode::io, "{}: not a regular file", path.string());
+  // The data files given: present, and of a kind the artifact can take (usage errors
+  // and missing files are the command's failure, not the artifact's problems).
+  for (const auto& source : options.data) {
+    if (!fs::is_regular_file(source, missing))
+      fail(ErrorCode::io, "{}: no such data file", source.string());
+  }
+  if (!options.data.empty()) {
+    auto head_of = [](const fs::path& p) {
+      auto f = InputFile::open(p);
+      return f->read_range(0, std::min<uint64_t>(f->size(), 8));
+    };
+    const bool directory = fs::is_directory(path, missing) || path.filename() == "manifest.json";
+    const auto head = directory ? std::vector<uint8_t>() : head_of(path);
+    if (directory || (head.size() >= 4 && head[0] == 'P' && head[1] == 'K')) {
+      fail(ErrorCode::usage, "{}: @DATA applies to programs; this input carries its own data",
+           path.string());
+    }
+    if (pte::looks_like_pte(head) || path.extension() == ".pte") {
+      for (const auto& source : options.data) {
+        auto data = head_of(source);
+        if (data.size() < 8 || std::string(data.begin() + 4, data.end()) != "FT01")
+          fail(ErrorCode::usage, "{}: data for a .pte program must be .ptd files", source.string());
+      }
+    }
+  }
   try {
     std::error_code ec;
     auto filename = path.filename().string();
@@ -171,25 +235,18 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
       verify_package(path, options, report);
       return report;
     }
+    if (pte::looks_like_pte(head) || path.extension() == ".pte") {
+      report.kind = std::string(artifact_kind_name(ArtifactKind::pte));
+      verify_pte(file, options, report);
+      return report;
+    }
     // Other artifacts: everything the reader checks, and the graph rules for programs.
-    auto artifact = load_artifact(path);
+    auto artifact = load_artifact(path, options.data);
     report.kind = std::string(artifact_kind_name(artifact.kind));
     report.files_checked = 1 + artifact.data_files.size();
     report.tensors_checked = artifact.data.size();
     if (artifact.kind == ArtifactKind::ptd) {
       note_unreferenced_segments(ptd::read_file(InputFile::open(path)), report.notes);
-    }
-    for (const auto& pf : artifact.pte_programs) {
-      // A program and the data files given with it (the same-stem .ptd).
-      std::vector<DataFile> files;
-      if (!artifact.data_files.empty())
-        files.push_back({artifact.data_files.front(), &artifact.data});
-      bool external = false;
-      for (const auto& t : pf.program.tensors)
-        external = external || t.storage == pte::Storage::external;
-      if (external || !files.empty()) {
-        check_program_data(pf.program, artifact.name, files, {}, false, report.problems);
-      }
     }
     if (artifact.program) {
       // The naming rules pack enforces on every program it reads.

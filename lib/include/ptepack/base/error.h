@@ -44,7 +44,9 @@ template <typename... Args>
 // (Not named `quoted`: ADL would pick std::quoted for std::string arguments.)
 std::string quote(std::string_view text);
 // The same escaping without the quotes: every name shown in text output goes
-// through it, so a crafted key cannot forge lines or terminal controls.
+// through it, so a crafted key cannot forge lines or terminal controls. Control
+// characters (C0, DEL, C1) and bytes outside well-formed UTF-8 become \xNN;
+// valid UTF-8 text is kept as it is.
 std::string escaped(std::string_view text);
 // One line of text output: leading newlines (blank lines before a section)
 // kept, everything else escaped, then a newline.

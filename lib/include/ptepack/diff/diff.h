@@ -1,4 +1,4 @@
-// `diff`: what differs between two artifacts of any kinds ptepack reads, by content.
+// `diff`: whether anything a runtime computes with differs between two artifacts, by content.
 #pragma once
 
 #include <cstdint>
@@ -8,8 +8,19 @@
 #include <vector>
 
 #include "ptepack/model/tensor.h"
+#include "ptepack/packing/release_files.h"
 
 namespace ptepack {
+
+// One side of an artifact to compare: a path and, for a program, its data
+// files (`PATH@DATA,...`; empty: the same defaults as pack).
+struct DiffSide {
+  std::filesystem::path path;
+  std::vector<std::filesystem::path> data;
+};
+
+enum class Change : uint8_t { added, removed, changed };
+[[nodiscard]] std::string_view change_name(Change change);
 
 // One side of a changed key.
 struct KeyState {
@@ -19,50 +30,64 @@ struct KeyState {
   std::string sha256;
 };
 
+// A key of a program graph or data file (`.pte` programs are compared by
+// content, never by key name).
 struct KeyChange {
   std::string key;
-  std::vector<std::string> changes;  // any of "bytes", "dtype", "shape", in that order
-  KeyState a;
-  KeyState b;
+  Change change = Change::changed;
+  std::vector<std::string> changes;  // changed: any of "bytes", "dtype", "shape", in that order
+  std::optional<KeyState> a;         // absent when added
+  std::optional<KeyState> b;         // absent when removed
 };
 
-struct ShardFile {
-  std::string file;
-  uint64_t size = 0;
+struct MethodChange {
+  std::string program;  // .pte programs: the file of side B (A when removed); else empty
+  std::string method;
+  Change change = Change::changed;
 };
 
-// Shard files of two directories, by name and digest (names are content-addressed).
-struct ShardDiff {
-  std::vector<ShardFile> added;      // in B only: what a client downloads again
-  std::vector<ShardFile> removed;    // in A only
-  std::vector<ShardFile> unchanged;  // in both with the same digest
-  uint64_t download_bytes = 0;       // sum of added sizes
+// .pte programs of the two sides: paired by file name, or the only two.
+struct ProgramMatch {
+  std::string a;  // empty: added in B
+  std::string b;  // empty: removed from A
+};
+
+// One thing a computation could tell apart, in terms a person can act on.
+struct Difference {
+  std::string program;  // the program's file on side B (.pte); empty for program graphs
+  std::string method;   // empty: the program as a whole
+  std::string what;     // plan, value, chain, instruction, delegate, named_data, program
+  std::string text;     // e.g. "instruction 12 aten::add.out -> aten::sub.out"
 };
 
 struct ArtifactDiff {
   std::string a;
   std::string b;
-  std::vector<std::string> methods_added;
-  std::vector<std::string> methods_removed;
-  std::vector<std::string> methods_changed;  // same name, different graph or bindings
-  std::vector<std::string> keys_added;
-  std::vector<std::string> keys_removed;
-  std::vector<KeyChange> keys_changed;
+  std::vector<ProgramMatch> programs;  // .pte artifacts
+  std::vector<MethodChange> methods;
+  std::vector<KeyChange> keys;  // program graphs and data files
   std::vector<std::string> state_added;
   std::vector<std::string> state_removed;
-  std::optional<ShardDiff> shards;  // both sides directories
+  std::vector<Difference> differences;  // at most kMaxDifferences; the rest counted
+  uint64_t differences_omitted = 0;
+  // What differs without changing any computation (version, storage, key names, debug data).
+  std::vector<std::string> notes;
+  std::optional<FileDelta> files;  // both sides packed directories
 
-  // Same methods, keys (bytes, dtype, shape) and state; shard layout does not count.
+  static constexpr size_t kMaxDifferences = 200;
+
+  // Nothing a computation could tell apart; where bytes are stored does not count.
   [[nodiscard]] bool equivalent() const;
 };
 
-// Reads both artifacts (a directory's digests come from its manifest; anything else is
-// hashed with `jobs` threads) and compares them. Throws Error when either cannot be read.
-[[nodiscard]] ArtifactDiff diff_artifacts(const std::filesystem::path& a,
-                                          const std::filesystem::path& b, unsigned jobs);
+// Reads both artifacts and compares them. Tensor bytes are compared by SHA-256:
+// a directory's from its manifest (verify proves those), anything else hashed
+// with `jobs` threads. Throws Error when either side cannot be read, or when a
+// program's EXTERNAL tensor or named data cannot be resolved (invalid_input).
+[[nodiscard]] ArtifactDiff diff_artifacts(const DiffSide& a, const DiffSide& b, unsigned jobs);
 
 [[nodiscard]] std::string render_diff_text(const ArtifactDiff& diff);
-// {"format": "ptepack.diff", "version": 1, ...}: schema/diff.schema.json.
+// {"format": "ptepack.diff", "version": 2, ...}: schema/diff.schema.json.
 [[nodiscard]] std::string render_diff_json(const ArtifactDiff& diff);
 
 }  // namespace ptepack

@@ -33,6 +33,8 @@ struct DumpOptions {
   bool no_hash = false;                         // do not hash tensors that have no recorded digest
   size_t width = 0;                             // text columns to fit (0: print every cell whole)
   ProgressMode progress = ProgressMode::never;  // hashing progress (--progress)
+  // A program's data files (PATH@DATA); empty: the same-stem default beside it.
+  std::vector<std::filesystem::path> data = {};
 };
 
 // Opens any artifact (package, directory, manifest, program with its data,

@@ -14,6 +14,8 @@ struct VerifyOptions {
   unsigned jobs = 0;             // hashing threads (0: all cores)
   bool strict = false;           // notes count as problems
   Progress* progress = nullptr;  // bytes hashed are reported here when set
+  // A program's data files (PATH@DATA); empty: the same-stem default beside it.
+  std::vector<std::filesystem::path> data = {};
 };
 
 struct VerifyReport {

@@ -1,0 +1,281 @@
+// diff for .pte programs: each program resolved as the runtime loads it, then compared by content.
+#include "diff_pte.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "plan_compare.h"
+#include "ptepack/base/error.h"
+#include "ptepack/hash/parallel_hash.h"
+#include "ptepack/schema/pte_program_generated.h"
+
+namespace ptepack::detail {
+namespace {
+
+// Bytes a program computes with, and their digest when a manifest records it.
+struct Bytes {
+  ByteRange range;
+  std::optional<Digest> known;
+};
+
+// One program with every byte it computes with located: stored tensors,
+// delegate blobs and the named data the runtime serves it (data files first).
+struct Resolved {
+  const pte::Program* program = nullptr;
+  std::string file;                            // its file name
+  std::vector<std::optional<Bytes>> tensors;   // parallel to program->tensors
+  std::map<std::pair<uint32_t, uint32_t>, Bytes> delegates;  // (plan, index in plan)
+  std::map<std::string, Bytes> named;
+  bool named_in_program = false;  // some named data is served from the program itself
+};
+
+std::string display_of(const Artifact& artifact, const ProgramFile& pf) {
+  return artifact.kind == ArtifactKind::programs ? (artifact.root / pf.file).string()
+                                                 : artifact.name;
+}
+
+Resolved resolve(const Artifact& artifact, const ProgramFile& pf) {
+  const pte::Program& p = pf.program;
+  const std::string display = display_of(artifact, pf);
+  // A program of a directory loads the shards its manifest entry lists, no others.
+  const ManifestProgramEntry* entry = nullptr;
+  if (artifact.manifest) {
+    for (const auto& e : artifact.manifest->programs) {
+      if (e.file == pf.file) entry = &e;
+    }
+  }
+  auto lookup = [&](const std::string& key) -> const TensorData* {
+    auto it = artifact.data.find(key);
+    if (it == artifact.data.end()) return nullptr;
+    if (entry != nullptr) {
+      auto t = artifact.manifest->tensors.find(key);
+      if (t == artifact.manifest->tensors.end() ||
+          std::find(entry->shards.begin(), entry->shards.end(), t->second.shard) ==
+              entry->shards.end()) {
+        return nullptr;
+      }
+    }
+    return &it->second;
+  };
+  Resolved r;
+  r.program = &p;
+  r.file = pf.file;
+  std::set<std::string> external_keys;
+  for (const auto& t : p.tensors) {
+    if (t.storage == pte::Storage::none) {
+      r.tensors.emplace_back();
+      continue;
+    }
+    if (t.storage != pte::Storage::external) {
+      r.tensors.push_back(Bytes{t.bytes, std::nullopt});
+      continue;
+    }
+    const auto where = fmt::format("{}: method {} value {}: EXTERNAL tensor {}", display,
+                                   quote(p.plans[t.plan]), t.value, quote(t.fqn));
+    const TensorData* d = lookup(t.fqn);
+    if (d == nullptr) {
+      fail_input("{} is in none of its data files (give them as PATH@DATA,...)", where);
+    }
+    if (d->opaque || d->dtype != t.dtype || d->shape != t.shape ||
+        d->dim_order != normalized_dim_order(t.dim_order)) {
+      fail_input("{}: the data file's layout {} [{}] differs from the tensor's {} [{}]", where,
+                 d->opaque ? "none" : dtype_name(d->dtype), fmt::join(d->shape, ", "),
+                 dtype_name(t.dtype), fmt::join(t.shape, ", "));
+    }
+    external_keys.insert(t.fqn);
+    r.tensors.push_back(Bytes{d->bytes, d->expected_sha256});
+  }
+  for (const auto& nd : p.named_data) {
+    r.named[nd.key] = Bytes{nd.bytes, std::nullopt};
+    r.named_in_program = true;
+  }
+  auto serve = [&](const std::string& key, const TensorData& d) {
+    r.named[key] = Bytes{d.bytes, d.expected_sha256};  // a data file wins over the program
+  };
+  if (entry != nullptr) {
+    for (const auto& key : entry->named_data) {
+      const TensorData* d = lookup(key);
+      if (d == nullptr) {
+        fail_input("{}: named data {} is in none of its data files", display, quote(key));
+      }
+      serve(key, *d);
+    }
+  } else {
+    // Data files given by hand: every key no EXTERNAL tensor takes can be asked for by name.
+    for (const auto& [key, d] : artifact.data) {
+      if (!external_keys.count(key)) serve(key, d);
+    }
+  }
+  const auto* root = p.root();
+  std::map<uint32_t, uint32_t> next_in_plan;
+  for (const auto& d : p.delegates) {
+    ByteRange range{p.file, 0, d.size};
+    if (d.inline_data) {
+      const auto* data = root->backend_delegate_data()->Get(d.index)->data();
+      if (data != nullptr) range.offset = static_cast<uint64_t>(data->Data() - p.flatbuffer.data());
+    } else {
+      range.offset = p.segments[d.index].offset;
+    }
+    r.delegates.emplace(std::make_pair(d.plan, next_in_plan[d.plan]++), Bytes{range, std::nullopt});
+  }
+  return r;
+}
+
+void add_ranges(const Resolved& r, RangeDigests& digests) {
+  auto add = [&](const Bytes& b) {
+    if (!b.known) digests.add(b.range);
+  };
+  for (const auto& t : r.tensors) {
+    if (t) add(*t);
+  }
+  for (const auto& [at, b] : r.delegates) add(b);
+  for (const auto& [key, b] : r.named) add(b);
+}
+
+const Digest& digest_of(const Bytes& b, const RangeDigests& digests) {
+  return b.known ? *b.known : digests.of(b.range);
+}
+
+ProgramView view_of(const Resolved& r, const RangeDigests& digests) {
+  ProgramView v;
+  v.program = r.program;
+  const auto& tensors = r.program->tensors;
+  v.tensor_digest.resize(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    v.tensor_at.emplace(std::make_pair(tensors[i].plan, tensors[i].value), i);
+    if (r.tensors[i]) v.tensor_digest[i] = digest_of(*r.tensors[i], digests);
+  }
+  for (const auto& [at, b] : r.delegates) {
+    v.delegate_blob.emplace(at, std::make_pair(digest_of(b, digests), b.range.size));
+  }
+  return v;
+}
+
+// Where a program keeps the bytes it computes with, for a note when that alone differs.
+std::string storage_text(const Resolved& r) {
+  uint64_t inside = 0;
+  uint64_t outside = 0;
+  for (size_t i = 0; i < r.tensors.size(); ++i) {
+    if (!r.tensors[i]) continue;
+    (r.program->tensors[i].storage == pte::Storage::external ? outside : inside) +=
+        r.tensors[i]->range.size;
+  }
+  for (const auto& [key, b] : r.named) {
+    (b.range.file == r.program->file ? inside : outside) += b.range.size;
+  }
+  return fmt::format("{} B in the program, {} B in data files", grouped(inside), grouped(outside));
+}
+
+void compare_named(const Resolved& a, const Resolved& b, const RangeDigests& digests,
+                   Reporter& report) {
+  for (const auto& [key, x] : a.named) {
+    auto it = b.named.find(key);
+    if (it == b.named.end()) {
+      report.add("named_data", fmt::format("named data {} removed ({} B)", quote(key),
+                                           grouped(x.range.size)));
+    } else if (digest_of(x, digests) != digest_of(it->second, digests)) {
+      report.add("named_data", fmt::format("named data {}: bytes changed ({} B)", quote(key),
+                                           grouped(it->second.range.size)));
+    }
+  }
+  for (const auto& [key, y] : b.named) {
+    if (!a.named.count(key)) {
+      report.add("named_data",
+                 fmt::format("named data {} added ({} B)", quote(key), grouped(y.range.size)));
+    }
+  }
+}
+
+void compare_pair(const Resolved& ra, const Resolved& rb, const RangeDigests& digests,
+                  ArtifactDiff& out) {
+  const pte::Program& a = *ra.program;
+  const pte::Program& b = *rb.program;
+  const std::string& name = rb.file;
+  Reporter whole(out, name, "");
+  auto note = [&](const std::string& text) { out.notes.push_back(fmt::format("{}: {}", name, text)); };
+  if (!a.not_rewritable.empty() || !b.not_rewritable.empty()) {
+    if (a.flatbuffer != b.flatbuffer) {
+      const auto& reasons = a.not_rewritable.empty() ? b.not_rewritable : a.not_rewritable;
+      whole.add("program", fmt::format("cannot be compared field by field ({}) and the programs' "
+                                       "bytes differ",
+                                       fmt::join(reasons, "; ")));
+    }
+  }
+  if (a.root()->version() != b.root()->version())
+    note(fmt::format("program version {} -> {}", a.root()->version(), b.root()->version()));
+  const ProgramView va = view_of(ra, digests);
+  const ProgramView vb = view_of(rb, digests);
+  std::vector<std::string> common_a;
+  for (uint32_t i = 0; i < a.plans.size(); ++i) {
+    auto it = std::find(b.plans.begin(), b.plans.end(), a.plans[i]);
+    if (it == b.plans.end()) {
+      out.methods.push_back({name, a.plans[i], Change::removed});
+      continue;
+    }
+    common_a.push_back(a.plans[i]);
+    const auto j = static_cast<uint32_t>(it - b.plans.begin());
+    Reporter method(out, name, a.plans[i]);
+    compare_plans(va, i, vb, j, method);
+    if (method.any()) out.methods.push_back({name, a.plans[i], Change::changed});
+  }
+  std::vector<std::string> common_b;
+  for (const auto& plan : b.plans) {
+    if (std::find(a.plans.begin(), a.plans.end(), plan) == a.plans.end()) {
+      out.methods.push_back({name, plan, Change::added});
+    } else {
+      common_b.push_back(plan);
+    }
+  }
+  if (common_a != common_b) {
+    note(fmt::format("method order [{}] -> [{}]", fmt::join(common_a, ", "),
+                     fmt::join(common_b, ", ")));
+  }
+  compare_named(ra, rb, digests, whole);
+  const auto sa = storage_text(ra);
+  const auto sb = storage_text(rb);
+  if (sa != sb) note(fmt::format("where bytes live: {} -> {}", sa, sb));
+}
+
+}  // namespace
+
+void diff_programs(const Artifact& a, const Artifact& b, unsigned jobs, ArtifactDiff& out) {
+  std::vector<std::pair<const ProgramFile*, const ProgramFile*>> pairs;
+  if (a.pte_programs.size() == 1 && b.pte_programs.size() == 1) {
+    pairs.emplace_back(&a.pte_programs.front(), &b.pte_programs.front());
+  } else {
+    for (const auto& p : a.pte_programs) {
+      auto it = std::find_if(b.pte_programs.begin(), b.pte_programs.end(),
+                             [&](const ProgramFile& q) { return q.file == p.file; });
+      pairs.emplace_back(&p, it == b.pte_programs.end() ? nullptr : &*it);
+    }
+    for (const auto& q : b.pte_programs) {
+      auto it = std::find_if(a.pte_programs.begin(), a.pte_programs.end(),
+                             [&](const ProgramFile& p) { return p.file == q.file; });
+      if (it == a.pte_programs.end()) pairs.emplace_back(nullptr, &q);
+    }
+  }
+  std::vector<std::pair<Resolved, Resolved>> resolved;
+  RangeDigests digests;
+  for (const auto& [p, q] : pairs) {
+    out.programs.push_back({p ? p->file : std::string(), q ? q->file : std::string()});
+    if (p == nullptr || q == nullptr) {
+      Reporter whole(out, q ? q->file : p->file, "");
+      whole.add("program", q ? "program added" : "program removed");
+      for (const auto& plan : (q ? q : p)->program.plans)
+        out.methods.push_back({(q ? q : p)->file, plan, q ? Change::added : Change::removed});
+      continue;
+    }
+    resolved.emplace_back(resolve(a, *p), resolve(b, *q));
+    add_ranges(resolved.back().first, digests);
+    add_ranges(resolved.back().second, digests);
+  }
+  digests.compute(jobs, nullptr);
+  for (const auto& [ra, rb] : resolved) compare_pair(ra, rb, digests, out);
+}
+
+}  // namespace ptepack::detail

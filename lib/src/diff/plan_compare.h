@@ -1,0 +1,52 @@
+// One execution plan of a .pte against another, field by field, as the runtime uses them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ptepack/diff/diff.h"
+#include "ptepack/formats/pte.h"
+#include "ptepack/hash/sha256.h"
+
+namespace ptepack::detail {
+
+// A program with the digests of the bytes it computes with, wherever they live.
+struct ProgramView {
+  const pte::Program* program = nullptr;
+  // (plan, value) -> index into program->tensors
+  std::map<std::pair<uint32_t, uint32_t>, size_t> tensor_at;
+  std::vector<Digest> tensor_digest;  // parallel to program->tensors; unset without bytes
+  // (plan, delegate index in the plan) -> digest of the processed blob and its size
+  std::map<std::pair<uint32_t, uint32_t>, std::pair<Digest, uint64_t>> delegate_blob;
+};
+
+// Collects differences under one program and method, up to the diff's limit.
+class Reporter {
+ public:
+  Reporter(ArtifactDiff& diff, std::string program, std::string method)
+      : diff_(diff), program_(std::move(program)), method_(std::move(method)) {}
+  void add(std::string_view what, std::string text);
+  [[nodiscard]] bool any() const { return found_ > 0; }
+
+ private:
+  ArtifactDiff& diff_;
+  std::string program_;
+  std::string method_;
+  uint64_t found_ = 0;
+};
+
+// Reports how plan `pb` of `b` differs from plan `pa` of `a` in anything a
+// computation could show: inputs, outputs, container metadata, every value,
+// every instruction (operators resolved by name and overload), delegates,
+// non-constant buffers. Value indices, debug data and where bytes live are not
+// compared; stored bytes are compared by digest.
+void compare_plans(const ProgramView& a, uint32_t pa, const ProgramView& b, uint32_t pb,
+                   Reporter& report);
+
+// "1,234": digits grouped by thousands, for byte counts in messages.
+[[nodiscard]] std::string grouped(uint64_t value);
+
+}  // namespace ptepack::detail
