@@ -6,10 +6,13 @@ import glob
 import os
 import re
 import shutil
+import struct
+import subprocess
 import sys
 import tempfile
 
 from cli_common import Suite, unified_diff
+import pte_reader  # noqa: E402  (tests/tools is on sys.path through cli_common)
 
 suite = Suite()
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
@@ -56,6 +59,39 @@ def damaged_copy(source, destination):
     return prepare
 
 
+def pte_pair(ctx_data, ptepack):
+    """conv.pte and add.pte (fixtures), conv_dir packed from conv.pte, and two one-field
+    changes made in place: add_out.pte (operator overload "out" -> "Out") and conv_blob.pte
+    (one delegate blob byte), with conv_blob_dir packed from it."""
+    def prepare(work):
+        if os.path.exists(os.path.join(work, "conv_blob_dir")):
+            return
+        for stem, name in (("xnnpack_conv", "conv"), ("portable_add_no_header", "add")):
+            shutil.copy(os.path.join(ctx_data, "pte", stem + ".pte"),
+                        os.path.join(work, name + ".pte"))
+        add = os.path.join(work, "add_out.pte")
+        shutil.copy(os.path.join(work, "add.pte"), add)
+        parsed, data = pte_reader.load(add)
+        op = pte_reader.position(data, parsed, [("execution_plan", 0), ("operators", 0)])[0]
+        where = pte_reader.field_position(data, op, "Operator", "overload")
+        with open(add, "r+b") as handle:
+            handle.seek(where + struct.unpack_from("<I", data, where)[0] + 4)
+            handle.write(b"Out")
+        blob = os.path.join(work, "conv_blob.pte")
+        shutil.copy(os.path.join(work, "conv.pte"), blob)
+        parsed, data = pte_reader.load(blob)
+        start, size = pte_reader.segment_range(
+            parsed, parsed["program"]["execution_plan"][0]["delegates"][0]["processed"]["index"])
+        with open(blob, "r+b") as handle:
+            handle.seek(start + size // 2)
+            byte = handle.read(1)[0]
+            handle.seek(start + size // 2)
+            handle.write(bytes([byte ^ 1]))
+        for source, out in (("conv.pte", "conv_dir"), ("conv_blob.pte", "conv_blob_dir")):
+            subprocess.run([ptepack, "pack", source, "-o", out, "-q"], cwd=work, check=True)
+    return prepare
+
+
 PACK = ["pack", "prefill.json", "decode.json"]
 PACK_PTN = PACK + ["-o", "model.ptn"]
 PACK_DIR = PACK + ["-o", "model", "--max-shard-bytes", "3000"]
@@ -89,6 +125,11 @@ CASES = [
     ("error_dump_shard_without_manifest", ["dump", "model.ptn", "--shard", "x.ptd"]),
     ("diff_ptn_dir", ["diff", "model.ptn", "model"]),
     ("diff_dir_formats_json", ["diff", "model", "model_st", "--json"]),
+    ("diff_pte_packed", ["diff", "conv.pte", "conv_dir"], "pte"),
+    ("diff_pte_operator", ["diff", "add.pte", "add_out.pte"], "pte"),
+    ("diff_pte_operator_json", ["diff", "add.pte", "add_out.pte", "--json"], "pte"),
+    ("diff_pte_dirs_json", ["diff", "conv_dir", "conv_blob_dir", "--json"], "pte"),
+    ("diff_pte_other_program", ["diff", "add.pte", "conv.pte"], "pte"),
     ("dump_program_json", ["dump", "prefill.json"]),
     ("dump_program_json_json", ["dump", "prefill.json", "--json"]),
     ("dump_ptd", ["dump", "shard.ptd"], copy_first("model/weights-*.ptd", "shard.ptd")),
@@ -144,7 +185,9 @@ def render(argv, result, work, ptepack):
 def golden_case(name, argv, prepare=None):
     def run_case(ctx):
         work = work_dir(ctx)
-        if prepare:
+        if prepare == "pte":
+            pte_pair(ctx.data, ctx.ptepack)(work)
+        elif prepare:
             prepare(work)
         actual = render(argv, ctx.run(*argv, cwd=work), work, ctx.ptepack)
         path = os.path.join(GOLDEN, name + ".txt")

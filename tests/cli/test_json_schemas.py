@@ -97,6 +97,12 @@ def manifests_and_pte_outputs_validate(ctx):
                      ["dump", "--json", "--summary", "--offsets"]):
             result = ctx.run_ok(argv[0], os.path.join(d, directory), *argv[1:])
             check(ctx, argv[0], result.json(), f"{' '.join(argv)} {directory}")
+    other = os.path.join(ctx.data, "pte", "xnnpack_stress_mlp.pte")
+    for a, b in ((pte, os.path.join(d, "pte")), (pte, other), (os.path.join(d, "pte"), other),
+                 (os.path.join(d, "ptd"), os.path.join(d, "st"))):
+        result = ctx.run("diff", a, b, "--json")
+        ctx.code(result, (0, 1), f"diff {a} {b}")
+        check(ctx, "diff", result.json(), f"diff {a} {b}")
     for argv in (["dump", pte, "--json"], ["dump", os.path.join(d, "x.pte"), "--json"],
                  ["dump", os.path.join(ctx.data, "two_methods.ptg"), "--json", "--graph"]):
         check(ctx, "dump", ctx.run_ok(*argv).json(), " ".join(argv[:2]))
