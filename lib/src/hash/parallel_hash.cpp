@@ -45,7 +45,14 @@ std::vector<Digest> hash_ranges(const std::vector<ByteRange>& ranges, unsigned j
 }
 
 void RangeDigests::add(const ByteRange& range) {
-  pending_.emplace(Id{range.file.get(), range.offset, range.size}, range);
+  const Id id{range.file.get(), range.offset, range.size};
+  if (!done_.count(id)) pending_.emplace(id, range);
+}
+
+void RangeDigests::set(const ByteRange& range, const Digest& digest) {
+  const Id id{range.file.get(), range.offset, range.size};
+  pending_.erase(id);
+  done_[id] = digest;
 }
 
 uint64_t RangeDigests::distinct_bytes() const {

@@ -179,9 +179,12 @@ PackSummary pack_once(const PackOptions& options) {
   std::vector<InputSpec> specs(options.inputs.size());
   std::vector<Artifact> loaded(options.inputs.size());
   std::vector<std::exception_ptr> errors(options.inputs.size());
+  detail::DirectoryInputs directories;
+  directories.reserve(options.inputs.size(), options.jobs);
   parallel_for(options.inputs.size(), effective_jobs(options.jobs), [&](size_t i) {
     try {
       specs[i] = parse_input_spec(options.inputs[i]);
+      directories.check_structure(i, specs[i].path);
       // merge renames in the object tree
       loaded[i] = load_artifact(specs[i].path, specs[i].data, true, ProgramForm::tree);
     } catch (...) {
@@ -249,25 +252,28 @@ PackSummary pack_once(const PackOptions& options) {
                               prepared.program.size(), Limits::max_program_bytes);
 
   Progress progress;
-  uint64_t total = 0;
+  // A tensor of a packed directory has the digest its manifest records, proven
+  // when that directory's bytes are checked; every other tensor is hashed.
+  uint64_t total = directories.hash_total();
   std::vector<ByteRange> ranges;
-  for (const auto& t : prepared.tensors) {
+  std::vector<size_t> hashed;  // index into prepared.tensors of each range
+  for (size_t i = 0; i < prepared.tensors.size(); ++i) {
+    const auto& t = prepared.tensors[i];
+    if (t.data.expected_sha256) continue;
     ranges.push_back(t.data.bytes);
+    hashed.push_back(i);
     total += t.data.bytes.size;
   }
   progress.set_hash_total(total);
   if (!options.dry_run) progress.expect_writes();
   progress.start(options.progress);
   auto hash = [&] {
+    directories.check_bytes(&progress);
     auto digests = hash_ranges(ranges, options.jobs, &progress);
-    for (size_t i = 0; i < digests.size(); ++i) {
-      auto& t = prepared.tensors[i];
-      t.sha256 = digests[i];
-      if (t.data.expected_sha256 && *t.data.expected_sha256 != t.sha256) {
-        fail_input("{}: tensor {}: bytes do not match the manifest's SHA-256 (corrupt input)",
-                   t.data.bytes.file->name(), quote(t.key));
-      }
+    for (auto& t : prepared.tensors) {
+      if (t.data.expected_sha256) t.sha256 = *t.data.expected_sha256;
     }
+    for (size_t i = 0; i < digests.size(); ++i) prepared.tensors[hashed[i]].sha256 = digests[i];
   };
   auto make_output = [&] {
     return std::make_unique<AtomicOutput>(

@@ -163,3 +163,38 @@ void summarize_groups(const std::vector<StoredTensor>& tensors,
                       Progress* progress);
 
 }  // namespace ptepack::detail
+
+namespace ptepack::detail {
+
+class DirectoryCheck;
+
+// The packed directories among pack's inputs, checked exactly as `verify`
+// checks them (the same code): a damaged input is refused with verify's
+// problem lines and exit code, and nothing is written. The structure is
+// checked before the input is read; the bytes (shard and program files whole,
+// every tensor) in one parallel pass where pack hashes its inputs, after which
+// every digest the manifests record is proven and none of those tensors is
+// hashed again.
+class DirectoryInputs {
+ public:
+  DirectoryInputs();
+  ~DirectoryInputs();
+  DirectoryInputs(const DirectoryInputs&) = delete;
+  DirectoryInputs& operator=(const DirectoryInputs&) = delete;
+
+  // Sizes the list for `inputs` slots (each filled by at most one thread).
+  void reserve(size_t inputs, unsigned jobs);
+  // When `path` is a packed directory or its manifest: its structure checks;
+  // throws verify_failed with their problems.
+  void check_structure(size_t slot, const std::filesystem::path& path);
+  [[nodiscard]] uint64_t hash_total() const;
+  // Every checked directory's bytes; throws verify_failed with the problems.
+  void check_bytes(Progress* progress);
+
+ private:
+  struct Slot;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  unsigned jobs_ = 0;
+};
+
+}  // namespace ptepack::detail

@@ -31,18 +31,21 @@ Digest write_file(OutputFile& file, const FileContent& content, Progress* progre
 }
 
 struct Inputs {
+  DirectoryInputs directories;
   std::vector<Artifact> artifacts;
   std::vector<ProgramSource> sources;
   std::vector<fs::path> paths;  // every file read, for the output check
 };
 
-Inputs load_inputs(const PackOptions& options) {
-  Inputs in;
-  for (const auto& text : options.inputs) {
+void load_inputs(const PackOptions& options, Inputs& in) {
+  in.directories.reserve(options.inputs.size(), options.jobs);
+  for (size_t i = 0; i < options.inputs.size(); ++i) {
+    const auto& text = options.inputs[i];
     auto spec = parse_input_spec(text);
     if (spec.method) {
       fail(ErrorCode::usage, "{}: METHOD= renames program-graph methods, not .pte programs", text);
     }
+    in.directories.check_structure(i, spec.path);
     auto artifact = load_artifact(spec.path, spec.data);
     if (artifact.pte_programs.empty()) {
       fail(ErrorCode::usage, "{}: a {} cannot be packed together with .pte programs", artifact.name,
@@ -68,16 +71,13 @@ Inputs load_inputs(const PackOptions& options) {
       in.sources.push_back({display, &p, &a.data});
     }
   }
-  return in;
 }
 
-void check_expected_digests(const Inputs& in, const RangeDigests& digests) {
+// The digests packed directories record, proven by their checks: not hashed again.
+void add_proven_digests(const Inputs& in, RangeDigests& digests) {
   for (const auto& a : in.artifacts) {
     for (const auto& [key, t] : a.data) {
-      if (t.expected_sha256 && *t.expected_sha256 != digests.of(t.bytes)) {
-        fail_input("{}: tensor {}: bytes do not match the manifest's SHA-256 (corrupt input)",
-                   t.bytes.file->name(), quote(key));
-      }
+      if (t.expected_sha256) digests.set(t.bytes, *t.expected_sha256);
     }
   }
 }
@@ -161,7 +161,8 @@ PackSummary pack_programs(const PackOptions& options) {
          "or a .pte",
          options.output.string(), first);
   }
-  Inputs in = load_inputs(options);
+  Inputs in;
+  load_inputs(options, in);
   if (!options.dry_run) check_output_target(options, in.paths);
 
   PackSummary summary;
@@ -169,13 +170,14 @@ PackSummary pack_programs(const PackOptions& options) {
   summary.dry_run = options.dry_run;
   summary.sharding = options.sharding;
   RangeDigests digests;
+  add_proven_digests(in, digests);
   for (const auto& s : in.sources) add_program_ranges(s, digests);
   Progress progress;
-  progress.set_hash_total(digests.distinct_bytes());
+  progress.set_hash_total(digests.distinct_bytes() + in.directories.hash_total());
   if (!options.dry_run) progress.expect_writes();
   progress.start(options.progress);
+  in.directories.check_bytes(&progress);
   digests.compute(options.jobs, &progress);
-  check_expected_digests(in, digests);
   for (const auto& s : in.sources) {
     for (const auto& plan : s.file->program.plans) summary.methods.emplace_back(plan, s.name);
   }

@@ -1,7 +1,6 @@
-// verify for output directories: manifest against program, shard files, tensor bytes and caps.
+// verify for output directories: manifest against programs, shard files, tensor bytes and caps.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <exception>
@@ -10,6 +9,7 @@
 #include <tuple>
 
 #include "base/view_set.h"
+#include "directory_check.h"
 #include "program_checks.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/ordered_cursor.h"
@@ -20,9 +20,8 @@
 #include "ptepack/hash/parallel_hash.h"
 #include "ptepack/io/output_file.h"
 #include "ptepack/io/progress.h"
-#include "ptepack/verify/verify.h"
 
-namespace ptepack {
+namespace ptepack::detail {
 namespace fs = std::filesystem;
 
 namespace {
@@ -30,64 +29,10 @@ namespace {
 // What one shard file holds, as read back.
 struct ShardContents {
   bool readable = false;
+  InputFilePtr file;
   TensorTable tensors;
   uint64_t payload = 0;
 };
-
-std::vector<const TensorTable*> contents_tables(const std::vector<ShardContents>& contents) {
-  std::vector<const TensorTable*> out;
-  for (const auto& c : contents) out.push_back(c.readable ? &c.tensors : nullptr);
-  return out;
-}
-
-// Each .pte of a directory of programs: size, digest, structure, methods, and
-// every key it needs resolvable in exactly one of the shards the manifest lists for it.
-// Returns every key some program needs (EXTERNAL names and listed named data).
-std::set<std::string> verify_program_entries(const Manifest& m, const DirectoryPaths& paths,
-                                             const std::map<std::string, size_t>& shard_index,
-                                             const std::vector<const TensorTable*>& tables,
-                                             const VerifyOptions& options, VerifyReport& report) {
-  auto& problems = report.problems;
-  std::set<std::string> needed;
-  const auto mname = paths.manifest.string();
-  for (const auto& entry : m.programs) {
-    attempt(problems, [&] {
-      auto file = open_inside(paths.dir, entry.file, mname);
-      ++report.files_checked;
-      report.bytes_hashed += file->size();
-      if (file->size() != entry.size) {
-        problems.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(),
-                                       file->size(), entry.size));
-      }
-      auto digest = hash_ranges({ByteRange{file, 0, file->size()}}, options.jobs).front();
-      if (to_hex(digest) != entry.sha256) {
-        problems.push_back(fmt::format("{}: SHA-256 differs from the manifest", file->name()));
-      }
-      auto program = pte::read(file);
-      if (program.plans != entry.methods) {
-        problems.push_back(fmt::format("{}: methods [{}] differ from the manifest's [{}]",
-                                       file->name(), fmt::join(program.plans, ", "),
-                                       fmt::join(entry.methods, ", ")));
-      }
-      std::vector<DataFile> files;
-      for (const auto& shard : entry.shards) {
-        auto it = shard_index.find(shard);
-        if (it == shard_index.end()) {
-          problems.push_back(
-              fmt::format("{}: data file {} is not a listed shard", file->name(), shard));
-        } else if (tables[it->second] != nullptr) {
-          files.push_back({shard, tables[it->second]});
-        }
-      }
-      check_program_data(program, file->name(), files, entry.named_data, true, problems);
-      for (const auto& t : program.tensors) {
-        if (t.storage == pte::Storage::external) needed.insert(t.fqn);
-      }
-    });
-    needed.insert(entry.named_data.begin(), entry.named_data.end());
-  }
-  return needed;
-}
 
 // The graph program against the manifest's state and mutable flags, then its
 // structure and data (check_packed_program).
@@ -109,28 +54,49 @@ void check_graph_program(const nb::Program& program, const Manifest& m, const Te
 
 }  // namespace
 
-void verify_directory(const fs::path& path, const VerifyOptions& options, VerifyReport& report) {
-  auto& problems = report.problems;
-  auto paths = directory_paths(path);
-  auto mname = paths.manifest.string();
-  Manifest m;
-  if (!attempt(problems, [&] {
-        m = read_manifest_file(*open_inside(paths.dir, "manifest.json", paths.dir.string()), mname);
-      })) {
-    return;
-  }
-  for (const auto& stray : stale_temporaries(paths.dir)) {
-    report.notes.push_back(fmt::format(
-        "{}: temporary left beside the output by an interrupted pack (the next pack to {} "
-        "removes it)",
-        stray.string(), paths.dir.string()));
-  }
-  bool ptd_format = m.shard_format == "ptd";
-  const char* ext = ptd_format ? ".ptd" : ".safetensors";
+struct DirectoryCheck::State {
+  State(const fs::path& path, const VerifyOptions& o, VerifyReport& r)
+      : options(o), report(r), problems(r.problems), paths(directory_paths(path)) {}
 
-  // Files present versus files listed.
-  const bool programs = m.version == kManifestProgramsVersion;
-  if (programs) report.kind = std::string(artifact_kind_name(ArtifactKind::programs));
+  const VerifyOptions& options;
+  VerifyReport& report;
+  std::vector<std::string>& problems;
+  DirectoryPaths paths;
+  std::string mname;
+  Manifest m;
+  bool ptd_format = true;
+  bool programs = false;
+  ProgramBuffer program;                  // a program-graph directory's program
+  std::vector<ShardContents> contents;    // parallel to m.shards
+  std::map<std::string, size_t> shard_index;
+  std::vector<InputFilePtr> program_files;  // a directory of programs: parallel to m.programs
+  // Tensors to hash: the manifest entry and the bytes found for it.
+  std::vector<const std::pair<const std::string, ManifestTensor>*> hashed;
+  std::vector<ByteRange> ranges;
+  // The program checks run on a thread of their own while the bytes are hashed.
+  std::vector<const TensorTable::value_type*> data;
+  TensorTable alias_data;
+  std::vector<std::string> program_checks;
+  std::exception_ptr program_checks_error;
+  std::thread program_checker;
+
+  ~State() {
+    if (program_checker.joinable()) program_checker.join();
+  }
+
+  void files_present();
+  void read_program();
+  void read_shards();
+  void check_tensors();
+  void keys_in_two_shards();
+  void check_program_entries();
+  void derived_fields();
+  void start_program_checks();
+  [[nodiscard]] std::vector<ByteRange> to_hash() const;
+  void hash_and_compare(Progress* progress);
+};
+
+void DirectoryCheck::State::files_present() {
   std::set<std::string> expected{"manifest.json"};
   if (programs) {
     for (const auto& p : m.programs) {
@@ -156,47 +122,32 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
   if (ec)
     problems.push_back(
         fmt::format("{}: cannot list directory: {}", paths.dir.string(), ec.message()));
+}
 
-  // Program (a directory of .pte programs checks its programs after the shards),
-  // read as one more task beside the shards; its problems are listed first.
-  ProgramBuffer program;
-  std::vector<std::string> program_problems;
-  auto read_program = [&] {
-    attempt(program_problems, [&] {
-      auto file = open_inside(paths.dir, m.program.file, mname);
-      ++report.files_checked;  // no other task touches the report
-      if (file->size() != m.program.size) {
-        program_problems.push_back(fmt::format("{}: size {} differs from the manifest's {}",
-                                               file->name(), file->size(), m.program.size));
-      }
-      if (file->size() > Limits::max_program_bytes)
-        fail_input("{}: program too large", file->name());
-      auto bytes = file->read_range(0, file->size());
-      if (to_hex(sha256(bytes)) != m.program.sha256) {
-        program_problems.push_back(
-            fmt::format("{}: SHA-256 differs from the manifest", file->name()));
-      }
-      program = read_program_buffer(std::move(bytes), file->name());
-    });
-  };
+void DirectoryCheck::State::read_program() {
+  attempt(problems, [&] {
+    auto file = open_inside(paths.dir, m.program.file, mname);
+    ++report.files_checked;
+    if (file->size() != m.program.size) {
+      problems.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(),
+                                     file->size(), m.program.size));
+    }
+    if (file->size() > Limits::max_program_bytes) fail_input("{}: program too large", file->name());
+    auto bytes = file->read_range(0, file->size());
+    if (to_hex(sha256(bytes)) != m.program.sha256) {
+      problems.push_back(fmt::format("{}: SHA-256 differs from the manifest", file->name()));
+    }
+    program = read_program_buffer(std::move(bytes), file->name());
+  });
+}
 
-  if (options.progress != nullptr) {  // every shard file, then every tensor, is hashed once
-    uint64_t total = 0;
-    for (const auto& shard : m.shards) total += shard.size;
-    for (const auto& entry : m.tensors) total += entry.second.nbytes;
-    options.progress->set_hash_total(total);
-  }
-  // Shards: hash whole files in parallel, read their tables, check names, payloads and caps.
-  std::vector<ShardContents> contents(m.shards.size());
+// Shard tables, read in parallel: sizes, payloads, caps and key lists (their
+// digests and names are checked with the bytes).
+void DirectoryCheck::State::read_shards() {
+  contents.resize(m.shards.size());
   std::vector<std::vector<std::string>> per_shard(m.shards.size());
   std::vector<std::vector<std::string>> notes(m.shards.size());
-  const size_t first_shard_task = programs ? 0 : 1;
-  parallel_for(m.shards.size() + first_shard_task, effective_jobs(options.jobs), [&](size_t task) {
-    if (task < first_shard_task) {
-      read_program();
-      return;
-    }
-    const size_t i = task - first_shard_task;
+  parallel_for(m.shards.size(), effective_jobs(options.jobs), [&](size_t i) {
     const auto& s = m.shards[i];
     auto& out = per_shard[i];
     attempt(out, [&] {
@@ -205,23 +156,8 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
         out.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(),
                                   file->size(), s.size));
       }
-      auto buffer = chunk_buffer(file->size());
-      Sha256 hasher;
-      for_each_chunk(ByteRange{file, 0, file->size()}, buffer, [&](std::span<const uint8_t> c) {
-        hasher.update(c);
-        if (options.progress != nullptr) options.progress->add_hashed(c.size());
-      });
-      auto hex = to_hex(hasher.finish());
-      if (hex != s.sha256)
-        out.push_back(
-            fmt::format("{}: SHA-256 differs from the manifest (file changed)", file->name()));
-      auto suffix = fmt::format("-{}{}", hex.substr(0, 16), ext);
-      if (s.file.size() < suffix.size() ||
-          s.file.compare(s.file.size() - suffix.size(), suffix.size(), suffix) != 0) {
-        out.push_back(fmt::format("{}: name does not end in {} (content-addressed name)",
-                                  file->name(), suffix));
-      }
       auto& c = contents[i];
+      c.file = file;
       if (ptd_format) {
         auto f = ptd::read_file(file);
         note_unreferenced_segments(f, notes[i]);
@@ -266,21 +202,16 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
       }
     });
   });
-  problems.insert(problems.end(), program_problems.begin(), program_problems.end());
   for (auto& found : per_shard) problems.insert(problems.end(), found.begin(), found.end());
   for (auto& found : notes) report.notes.insert(report.notes.end(), found.begin(), found.end());
   report.files_checked += m.shards.size();
-
-  // Tensors: each listed key readable where the manifest says, with matching layout and bytes.
-  std::map<std::string, size_t> shard_index;
   for (size_t i = 0; i < m.shards.size(); ++i) shard_index[m.shards[i].file] = i;
-  // The program's data, in key order: entries of the shards' tables (a
-  // safetensors alias, which its file does not hold, as a copy of its owner's).
-  std::vector<const TensorTable::value_type*> data;
+}
+
+// Each listed key readable where the manifest says, with matching layout; its
+// bytes are hashed later.
+void DirectoryCheck::State::check_tensors() {
   data.reserve(m.tensors.size());
-  TensorTable alias_data;
-  std::vector<const std::pair<const std::string, ManifestTensor>*> hashed;  // manifest entries
-  std::vector<ByteRange> ranges;
   // The manifest's keys come in order, so each shard's keys are met in order:
   // one cursor per shard finds them without a search.
   std::vector<OrderedCursor<TensorTable>> cursors;
@@ -300,6 +231,7 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     if (auto it = cursors[si->second].find(key); it != c.tensors.end()) {
       found = &*it;
     } else if (!ptd_format && t.alias_of) {
+      // A safetensors alias, which its file does not hold, as a copy of its owner's entry.
       if (auto o = c.tensors.find(*t.alias_of); o != c.tensors.end())
         found = &*alias_data.emplace_hint(alias_data.end(), key, o->second);
     }
@@ -332,24 +264,114 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
     hashed.push_back(&entry);
     ranges.push_back(d.bytes);
   }
-  {
-    detail::ViewSet listed;
-    listed.reserve(m.tensors.size());
-    for (const auto& entry : m.tensors) listed.insert(entry.first);
-    for (size_t i = 0; i < m.shards.size(); ++i) {
-      for (const auto& [key, t] : contents[i].tensors) {
-        if (!listed.contains(key)) {
-          problems.push_back(fmt::format("{}: key {} in {} is not in the manifest", mname,
-                                         quote(key), m.shards[i].file));
-        }
+  ViewSet listed;
+  listed.reserve(m.tensors.size());
+  for (const auto& entry : m.tensors) listed.insert(entry.first);
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    for (const auto& [key, t] : contents[i].tensors) {
+      if (!listed.contains(key)) {
+        problems.push_back(fmt::format("{}: key {} in {} is not in the manifest", mname,
+                                       quote(key), m.shards[i].file));
       }
     }
   }
-  // The program's own checks need only the program and the tensor table: run
-  // them on one more thread while the tensors are hashed; their problems come last.
-  std::vector<std::string> program_checks;
-  std::exception_ptr program_checks_error;
-  auto check_program = [&] {
+}
+
+// A key in two shards: a loader given both refuses them, pack never writes it.
+void DirectoryCheck::State::keys_in_two_shards() {
+  const auto keys = sorted_shard_keys(m);
+  std::vector<std::pair<const ShardKey*, const ShardKey*>> twice;  // (first, later)
+  for (size_t i = 1, first = 0; i < keys.size(); ++i) {
+    if (keys[i].key != keys[first].key) {
+      first = i;
+      continue;
+    }
+    twice.emplace_back(&keys[first], &keys[i]);
+  }
+  // Reported in the order of the later shard's lists.
+  std::sort(twice.begin(), twice.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.second->shard, a.second->position) <
+           std::tie(b.second->shard, b.second->position);
+  });
+  for (const auto& [first, later] : twice) {
+    problems.push_back(fmt::format("{}: key {} is in two shards: {} and {}", mname,
+                                   quote(later->key), m.shards[first->shard].file,
+                                   m.shards[later->shard].file));
+  }
+}
+
+// Each .pte of a directory of programs: size, structure, methods, and every key
+// it needs resolvable in exactly one of the shards the manifest lists for it;
+// then every stored key needed by some program (the manifest's lists are what
+// `pack DIR -o X.pte` restores from, so a key outside them would be lost).
+void DirectoryCheck::State::check_program_entries() {
+  std::set<std::string> needed;
+  program_files.resize(m.programs.size());
+  for (size_t p = 0; p < m.programs.size(); ++p) {
+    const auto& entry = m.programs[p];
+    attempt(problems, [&] {
+      auto file = open_inside(paths.dir, entry.file, mname);
+      ++report.files_checked;
+      if (file->size() != entry.size) {
+        problems.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(),
+                                       file->size(), entry.size));
+      }
+      program_files[p] = file;
+      auto pte_program = pte::read(file);
+      if (pte_program.plans != entry.methods) {
+        problems.push_back(fmt::format("{}: methods [{}] differ from the manifest's [{}]",
+                                       file->name(), fmt::join(pte_program.plans, ", "),
+                                       fmt::join(entry.methods, ", ")));
+      }
+      std::vector<DataFile> files;
+      for (const auto& shard : entry.shards) {
+        auto it = shard_index.find(shard);
+        if (it == shard_index.end()) {
+          problems.push_back(
+              fmt::format("{}: data file {} is not a listed shard", file->name(), shard));
+        } else if (contents[it->second].readable) {
+          files.push_back({shard, &contents[it->second].tensors});
+        }
+      }
+      check_program_data(pte_program, file->name(), files, entry.named_data, true, problems);
+      for (const auto& t : pte_program.tensors) {
+        if (t.storage == pte::Storage::external) needed.insert(t.fqn);
+      }
+    });
+    needed.insert(entry.named_data.begin(), entry.named_data.end());
+  }
+  for (const auto& [key, t] : m.tensors) {
+    if (!needed.count(key)) {
+      problems.push_back(
+          fmt::format("{}: key {} in {} is needed by no program", mname, quote(key), t.shard));
+    }
+  }
+}
+
+// Derived manifest fields (the reader checked the weight_map).
+void DirectoryCheck::State::derived_fields() {
+  uint64_t total = 0;
+  for (const auto& s : m.shards) total += s.payload_bytes;
+  if (total != m.total_size)
+    problems.push_back(fmt::format("{}: metadata.total_size {} differs from the shards' payload {}",
+                                   mname, m.total_size, total));
+  if (ptd_format) return;
+  attempt(problems, [&] {
+    auto file = open_inside(paths.dir, "model.safetensors.index.json", mname);
+    auto raw = file->read_range(0, std::min<uint64_t>(file->size(), Limits::max_header_bytes));
+    auto expected_index = safetensors::index_json(total, weight_map_of(m));
+    if (std::string(raw.begin(), raw.end()) != expected_index) {
+      problems.push_back(
+          fmt::format("{}: does not match the manifest's weight_map", file->name()));
+    }
+  });
+}
+
+// The program's own checks need only the program and the tensor table: they run
+// on one more thread while the bytes are hashed; their problems come last.
+void DirectoryCheck::State::start_program_checks() {
+  if (!program) return;  // also every directory of .pte programs
+  auto check = [this] {
     try {
       // Nothing reads `data` after this (it runs once, here or on its thread).
       check_graph_program(program.root(), m, TensorLookup(std::move(data)), mname, program_checks);
@@ -357,87 +379,132 @@ void verify_directory(const fs::path& path, const VerifyOptions& options, Verify
       program_checks_error = std::current_exception();
     }
   };
-  std::thread program_checker;
-  const bool overlap =
-      program && m.program.size >= kOverlapProgramBytes && effective_jobs(options.jobs) > 1;
-  if (overlap) program_checker = std::thread(check_program);
-  struct Join {
-    std::thread& thread;
-    ~Join() {
-      if (thread.joinable()) thread.join();
+  if (m.program.size >= kOverlapProgramBytes && effective_jobs(options.jobs) > 1) {
+    program_checker = std::thread(check);
+  } else {
+    check();
+  }
+}
+
+// Every shard file and program file whole, then every tensor's bytes.
+std::vector<ByteRange> DirectoryCheck::State::to_hash() const {
+  std::vector<ByteRange> all;
+  for (const auto& c : contents) {
+    if (c.file) all.push_back({c.file, 0, c.file->size()});
+  }
+  for (const auto& f : program_files) {
+    if (f) all.push_back({f, 0, f->size()});
+  }
+  all.insert(all.end(), ranges.begin(), ranges.end());
+  return all;
+}
+
+// One parallel pass over to_hash(), each result against the manifest.
+void DirectoryCheck::State::hash_and_compare(Progress* progress) {
+  const auto all = to_hash();
+  const auto digests = hash_ranges(all, options.jobs, progress);
+  size_t next = 0;
+  const char* ext = ptd_format ? ".ptd" : ".safetensors";
+  for (size_t i = 0; i < contents.size(); ++i) {
+    const auto& c = contents[i];
+    if (!c.file) continue;
+    const auto& s = m.shards[i];
+    report.bytes_hashed += c.file->size();
+    const auto hex = to_hex(digests[next++]);
+    if (hex != s.sha256) {
+      problems.push_back(
+          fmt::format("{}: SHA-256 differs from the manifest (file changed)", c.file->name()));
     }
-  } join{program_checker};
-  auto digests = hash_ranges(ranges, options.jobs, options.progress);
+    auto suffix = fmt::format("-{}{}", hex.substr(0, 16), ext);
+    if (!s.file.ends_with(suffix)) {
+      problems.push_back(fmt::format("{}: name does not end in {} (content-addressed name)",
+                                     c.file->name(), suffix));
+    }
+  }
+  for (size_t p = 0; p < program_files.size(); ++p) {
+    const auto& f = program_files[p];
+    if (!f) continue;
+    report.bytes_hashed += f->size();
+    if (to_hex(digests[next++]) != m.programs[p].sha256) {
+      problems.push_back(fmt::format("{}: SHA-256 differs from the manifest", f->name()));
+    }
+  }
   for (size_t i = 0; i < hashed.size(); ++i) {
     report.bytes_hashed += ranges[i].size;
     ++report.tensors_checked;
-    if (digests[i] != hashed[i]->second.sha256) {
+    if (digests[next++] != hashed[i]->second.sha256) {
       problems.push_back(fmt::format("{}: tensor {}: bytes do not match the manifest's SHA-256",
                                      mname, quote(hashed[i]->first)));
     }
   }
+}
 
-  // A key in two shards: a loader given both refuses them, pack never writes it.
-  const auto shard_keys = sorted_shard_keys(m);
-  {
-    const auto& keys = shard_keys;
-    std::vector<std::pair<const ShardKey*, const ShardKey*>> twice;  // (first, later)
-    for (size_t i = 1, first = 0; i < keys.size(); ++i) {
-      if (keys[i].key != keys[first].key) {
-        first = i;
-        continue;
-      }
-      twice.emplace_back(&keys[first], &keys[i]);
-    }
-    // Reported in the order of the later shard's lists.
-    std::sort(twice.begin(), twice.end(), [](const auto& a, const auto& b) {
-      return std::tie(a.second->shard, a.second->position) <
-             std::tie(b.second->shard, b.second->position);
-    });
-    for (const auto& [first, later] : twice) {
-      problems.push_back(fmt::format("{}: key {} is in two shards: {} and {}", mname,
-                                     quote(later->key), m.shards[first->shard].file,
-                                     m.shards[later->shard].file));
-    }
-  }
-  if (programs) {
-    auto needed =
-        verify_program_entries(m, paths, shard_index, contents_tables(contents), options, report);
-    // Every stored key belongs to some program: the manifest's lists are what
-    // `pack DIR -o X.pte` restores from, so a key outside them would be lost.
-    for (const auto& [key, t] : m.tensors) {
-      if (!needed.count(key)) {
-        problems.push_back(
-            fmt::format("{}: key {} in {} is needed by no program", mname, quote(key), t.shard));
-      }
-    }
-  }
+DirectoryCheck::DirectoryCheck(const fs::path& path, const VerifyOptions& options,
+                               VerifyReport& report)
+    : state_(std::make_unique<State>(path, options, report)) {}
 
-  // Derived manifest fields (the reader checked the weight_map).
+DirectoryCheck::~DirectoryCheck() = default;
+
+bool DirectoryCheck::structure() {
+  auto& s = *state_;
+  s.mname = s.paths.manifest.string();
+  if (!attempt(s.problems, [&] {
+        s.m = read_manifest_file(*open_inside(s.paths.dir, "manifest.json", s.paths.dir.string()),
+                                 s.mname);
+      })) {
+    return false;
+  }
+  for (const auto& stray : stale_temporaries(s.paths.dir)) {
+    s.report.notes.push_back(fmt::format(
+        "{}: temporary left beside the output by an interrupted pack (the next pack to {} "
+        "removes it)",
+        stray.string(), s.paths.dir.string()));
+  }
+  s.ptd_format = s.m.shard_format == "ptd";
+  s.programs = s.m.version == kManifestProgramsVersion;
+  if (s.programs) s.report.kind = std::string(artifact_kind_name(ArtifactKind::programs));
+  s.files_present();
+  if (!s.programs) s.read_program();
+  s.read_shards();
+  s.check_tensors();
+  s.keys_in_two_shards();
+  if (s.programs) s.check_program_entries();
+  s.derived_fields();
+  return true;
+}
+
+uint64_t DirectoryCheck::hash_total() const {
   uint64_t total = 0;
-  for (const auto& s : m.shards) total += s.payload_bytes;
-  if (total != m.total_size)
-    problems.push_back(fmt::format("{}: metadata.total_size {} differs from the shards' payload {}",
-                                   mname, m.total_size, total));
-  if (!ptd_format) {
-    attempt(problems, [&] {
-      auto file = open_inside(paths.dir, "model.safetensors.index.json", mname);
-      auto raw = file->read_range(0, std::min<uint64_t>(file->size(), Limits::max_header_bytes));
-      auto expected_index = safetensors::index_json(total, weight_map_of(m, shard_keys));
-      if (std::string(raw.begin(), raw.end()) != expected_index) {
-        problems.push_back(
-            fmt::format("{}: does not match the manifest's weight_map", file->name()));
-      }
-    });
-  }
-  if (!program) return;  // also every directory of .pte programs
-  if (overlap) {
-    program_checker.join();
-  } else {
-    check_program();
-  }
-  if (program_checks_error) std::rethrow_exception(program_checks_error);
-  problems.insert(problems.end(), program_checks.begin(), program_checks.end());
+  for (const auto& r : state_->to_hash()) total += r.size;
+  return total;
+}
+
+void DirectoryCheck::bytes(Progress* progress) {
+  auto& s = *state_;
+  s.start_program_checks();
+  s.hash_and_compare(progress);
+  if (s.program_checker.joinable()) s.program_checker.join();
+  if (s.program_checks_error) std::rethrow_exception(s.program_checks_error);
+  s.problems.insert(s.problems.end(), s.program_checks.begin(), s.program_checks.end());
+}
+
+void raise_problems(const VerifyReport& report) {
+  if (report.problems.empty()) return;
+  std::string lines;
+  for (const auto& p : report.problems) lines += (lines.empty() ? "" : "\n") + p;
+  throw Error(ErrorCode::verify_failed, lines);
+}
+
+}  // namespace ptepack::detail
+
+namespace ptepack {
+
+void verify_directory(const std::filesystem::path& path, const VerifyOptions& options,
+                      VerifyReport& report) {
+  detail::DirectoryCheck check(path, options, report);
+  if (!check.structure()) return;
+  if (options.progress != nullptr) options.progress->set_hash_total(check.hash_total());
+  check.bytes(options.progress);
 }
 
 }  // namespace ptepack

@@ -29,7 +29,10 @@ inline constexpr size_t kChunkBytes = 1 << 20;
 // Digests looked up by range: add every range, compute() once, then ask of().
 class RangeDigests {
  public:
+  // A range to hash; nothing when its digest is already known.
   void add(const ByteRange& range);
+  // A digest known without hashing (a manifest's, once proven).
+  void set(const ByteRange& range, const Digest& digest);
   // Distinct bytes to hash (for progress totals).
   [[nodiscard]] uint64_t distinct_bytes() const;
   void compute(unsigned jobs, Progress* progress);

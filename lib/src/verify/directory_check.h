@@ -1,0 +1,44 @@
+// verify for packed directories, in two steps: the structure (manifest, files,
+// tables, programs), then the bytes (shard files, programs and tensors against
+// the manifest's digests, hashed in one parallel pass). `verify` runs both;
+// `pack` runs the first before it reads a directory input and the second
+// where it would hash that input's tensors.
+#pragma once
+
+#include <filesystem>
+#include <cstdint>
+#include <memory>
+
+#include "ptepack/verify/verify.h"
+
+namespace ptepack::detail {
+
+// Throws Error(verify_failed) whose message is the report's problems, one line
+// each (pack refuses a damaged directory input with verify's words).
+void raise_problems(const VerifyReport& report);
+
+class DirectoryCheck {
+ public:
+  DirectoryCheck(const std::filesystem::path& path, const VerifyOptions& options,
+                 VerifyReport& report);
+  ~DirectoryCheck();
+  DirectoryCheck(const DirectoryCheck&) = delete;
+  DirectoryCheck& operator=(const DirectoryCheck&) = delete;
+
+  // Everything that needs no hashing of shard or program bytes. Problems go to
+  // the report; returns false when the manifest itself could not be read.
+  bool structure();
+  // Bytes bytes() will hash, for a progress total. After structure().
+  [[nodiscard]] uint64_t hash_total() const;
+  // Hashes every shard file, every program file of a directory of programs and
+  // every tensor (bytes hashed reported to `progress` when set), and compares
+  // them with the manifest; then the program checks' problems. Only after
+  // structure() returned true.
+  void bytes(Progress* progress);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace ptepack::detail
