@@ -18,6 +18,7 @@
 
 #include "dump_pte.h"
 #include "graph_text.h"
+#include "text_wrap.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
 #include "ptepack/base/ordered_cursor.h"
@@ -44,23 +45,43 @@ struct KeyRow {
   bool referenced = true;
 };
 
-// Output in chunks: a dump is written as it is rendered, never held whole.
+// Output in chunks: a dump is written as it is rendered, never held whole. With
+// a width, every line longer than it is wrapped (text_wrap.h).
 class Sink {
  public:
-  explicit Sink(const TextOut& out) : out_(out) {}
+  Sink(const TextOut& out, size_t width) : out_(out), width_(width) {}
   void add(std::string_view text) {
-    buffer_ += text;
-    if (buffer_.size() >= kChunk) flush();
+    if (width_ == 0) {
+      buffer_ += text;
+    } else {
+      pending_ += text;
+      size_t start = 0;
+      for (size_t end = pending_.find('\n'); end != std::string::npos;
+           end = pending_.find('\n', start)) {
+        buffer_ += detail::wrap_line(std::string_view(pending_).substr(start, end - start), width_);
+        start = end + 1;
+      }
+      pending_.erase(0, start);
+    }
+    if (buffer_.size() >= kChunk) emit();
   }
   void flush() {
+    if (!pending_.empty()) buffer_ += detail::wrap_line(pending_, width_);
+    pending_.clear();
+    emit();
+  }
+
+ private:
+  void emit() {
     if (!buffer_.empty()) out_(buffer_);
     buffer_.clear();
   }
 
- private:
   static constexpr size_t kChunk = 1 << 20;
   const TextOut& out_;
+  size_t width_;
   std::string buffer_;
+  std::string pending_;  // the start of a line not yet complete
 };
 
 std::string shape_text(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
@@ -79,12 +100,7 @@ std::string file_of(const KeyRow& r) {
   return r.data->bytes.file ? r.data->bytes.file->name() : std::string();
 }
 
-// Characters on screen of UTF-8 text (continuation bytes take no column).
-size_t columns_of(std::string_view text) {
-  return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) {
-    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-  }));
-}
+using detail::columns_of;
 
 // `natural` order: runs of digits compare as numbers (layers.2 before layers.10).
 bool natural_less(std::string_view a, std::string_view b) {
@@ -233,28 +249,16 @@ std::string breakdown_text(const std::vector<KeyRow>& rows, const ProgramKeys& k
   return out;
 }
 
-// `text` in at most `width` columns: whole, or cut at the end with a marker.
-std::string fit(const std::string& text, size_t width) {
-  if (columns_of(text) <= width) return text;
-  std::string out;
-  size_t used = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    bool starts_char = (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80;
-    if (starts_char && ++used > width - 1) break;
-    out += text[i];
-  }
-  return out + "\u2026";  // "…"
-}
-
 // key, dtype, shape, bytes, sha256, offset, flags; already escaped.
 using Cells = std::array<std::string, 7>;
 
-// The tensor table, two passes over the rows (widths, then lines) so nothing is held per row.
-// Every cell is whole when `width` is 0 (stdout is not a terminal); otherwise the key and
-// shape columns shrink to fit and cut cells at their end with a marker.
 // Columns each of the first six cells of a row takes, computed without building them.
 using CellWidths = std::array<size_t, 6>;
 
+// The tensor table, two passes over the rows (widths, then lines) so nothing is held per row.
+// Every cell is always whole. When a row does not fit `width` (0: no limit), each row
+// takes two lines: its key, then its other cells aligned below (the sink wraps what is
+// still too wide at the end of a cell, never inside one).
 void render_table(Sink& out, size_t count, const std::function<CellWidths(size_t)>& widths_of,
                   const std::function<Cells(size_t)>& cells_of, size_t width, bool offsets) {
   const Cells header{"key", "dtype", "shape", "bytes", "sha256", "offset", "flags"};
@@ -265,24 +269,18 @@ void render_table(Sink& out, size_t count, const std::function<CellWidths(size_t
     for (size_t c = 0; c < 6; ++c) widths[c] = std::max(widths[c], row[c]);
   }
   if (!offsets) widths[5] = 0;
-  if (width > 0) {
-    auto total = [&] {
-      size_t sum = 2;
-      for (size_t c = 0; c < 6; ++c) sum += widths[c] == 0 ? 0 : widths[c] + 2;
-      return sum + 12;  // room for short flags
-    };
-    for (size_t c : {size_t{0}, size_t{2}}) {
-      size_t floor = c == 0 ? 16 : 10;
-      while (total() > width && widths[c] > floor) --widths[c];
-    }
-  }
+  size_t total = 2 + 12;  // the indent, and room for short flags
+  for (size_t c = 0; c < 6; ++c) total += widths[c] == 0 ? 0 : widths[c] + 2;
+  const bool stacked = width > 0 && total > width;
   auto render = [&](const Cells& cells) {
     std::string text = "  ";
-    for (size_t c = 0; c < 6; ++c) {
+    if (stacked) {
+      text += cells[0] + "\n      ";
+    }
+    for (size_t c = stacked ? 1 : 0; c < 6; ++c) {
       if (widths[c] == 0) continue;
-      auto cell = fit(cells[c], widths[c]);
-      size_t pad = widths[c] - columns_of(cell);
-      text += c == 3 ? std::string(pad, ' ') + cell : cell + std::string(pad, ' ');
+      size_t pad = widths[c] - columns_of(cells[c]);
+      text += c == 3 ? std::string(pad, ' ') + cells[c] : cells[c] + std::string(pad, ' ');
       text += "  ";
     }
     text += cells[6];
@@ -411,7 +409,7 @@ std::string dump_artifact(const std::filesystem::path& path, const DumpOptions& 
 
 void dump_artifact(const std::filesystem::path& path, const DumpOptions& options,
                    const TextOut& write) {
-  Sink out(write);
+  Sink out(write, options.json ? 0 : options.width);
   auto artifact = load_artifact(path, options.data);
   ProgramKeys keys;
   if (artifact.program) keys = ProgramKeys(artifact.program.root());
