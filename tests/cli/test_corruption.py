@@ -3,14 +3,17 @@
 # end in exit 1/3/4/5 with `ptepack: error:` lines, never a signal, exit 70 or a hang.
 # The exhaustive every-byte sweep runs in-process: tests/unit/test_corruption.cpp.
 import atexit
+import json
 import os
 import random
 import shutil
+import struct
+import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_common import Suite, read_file  # noqa: E402
+from cli_common import ROOT, Suite, read_file  # noqa: E402
 
 suite = Suite()
 TIMEOUT = 10  # seconds per run: a hang is a failure
@@ -213,6 +216,48 @@ def flipped_safetensors(ctx):
     o = originals(ctx)
     sweep_flips(ctx, "weights.safetensors", damaged, damaged, [f"{o.prefill}@{damaged}", o.decode],
                 seed=4, verify_must_fail=False)
+
+
+def ptd_from_executorch_06(ctx, path):
+    """A .ptd in ExecuTorch 0.6's FlatTensor layout (schema/flat_tensor_v06.fbs, tensors apart
+    from named data): the flatbuffer built by flatc from JSON, the FH01 header inserted after
+    byte 8 and one segment appended, as that release's serializer laid files out."""
+    work = ctx.mkdir("v06")
+    source = os.path.join(work, "old.json")
+    with open(source, "w", encoding="utf-8") as handle:
+        json.dump({"version": 0, "tensor_alignment": 16,
+                   "tensors": [{"fully_qualified_name": "a", "scalar_type": "FLOAT",
+                                "sizes": [2, 2], "dim_order": [0, 1], "segment_index": 0,
+                                "offset": 0}],
+                   "segments": [{"offset": 0, "size": 16}], "named_data": []}, handle)
+    schema = os.path.join(ROOT, "schema")
+    subprocess.run([shutil.which("flatc"), "-b", "-I", schema, "-o", work,
+                    os.path.join(schema, "flat_tensor_v06.fbs"), source], check=True)
+    with open(os.path.join(work, "old.ptd"), "rb") as handle:  # flatc names it by file_extension
+        flatbuffer = handle.read()
+    base = (len(flatbuffer) + 48 + 127) // 128 * 128
+    segment = bytes(range(16))
+    header = (b"FH01" + struct.pack("<IQQQQ", 40, 48, len(flatbuffer), base, len(segment)))
+    root = struct.unpack_from("<I", flatbuffer, 0)[0] + 48
+    blob = struct.pack("<I", root) + flatbuffer[4:8] + header.ljust(48, b"\0") + flatbuffer[8:]
+    with open(path, "wb") as handle:
+        handle.write(blob.ljust(base, b"\0") + segment)
+
+
+@suite.test
+def a_ptd_from_executorch_06_is_named_for_what_it_is(ctx):
+    d = ctx.mkdir()
+    old = os.path.join(d, "old.ptd")
+    ptd_from_executorch_06(ctx, old)
+    program = os.path.join(ctx.data, "pte", "external_pair.pte")
+    for argv, code in ((["dump", old], 3), (["verify", old], 1),
+                       (["pack", f"{program}@{old}", "-o", os.path.join(d, "out")], 3),
+                       (["verify", f"{program}@{old}"], 1)):
+        result = ctx.run(*argv)
+        ctx.equal(result.code, code, " ".join(argv[:1]) + " exit code")
+        ctx.check("ExecuTorch 0.6" in result.err and "re-export it with ExecuTorch 0.7" in result.err
+                  and "old.ptd" in result.err, f"{argv[0]}: {result.err!r}")
+    ctx.check(not os.path.exists(os.path.join(d, "out")), "pack wrote an output")
 
 
 if __name__ == "__main__":

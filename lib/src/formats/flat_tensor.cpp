@@ -12,6 +12,7 @@
 #include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
 #include "ptepack/schema/flat_tensor_generated.h"
+#include "ptepack/schema/flat_tensor_v06_generated.h"
 
 namespace ptepack::ptd {
 namespace {
@@ -470,6 +471,14 @@ Shape layout_shape(const std::string& name, const std::string& key, const fbs::T
   return shape;
 }
 
+// The older layout: its FlatTensor root verifies, and carries `segments` or
+// `named_data` in slots 3 and 4, past the current schema's three fields.
+bool written_by_executorch_06(const std::vector<uint8_t>& buffer, flatbuffers::Verifier& verifier) {
+  if (!flat_tensor_v06::VerifyFlatTensorBuffer(verifier)) return false;
+  const auto* root = flat_tensor_v06::GetFlatTensor(buffer.data());
+  return root->segments() != nullptr || root->tensors() != nullptr;
+}
+
 }  // namespace
 
 File read_file(const InputFilePtr& file) {
@@ -485,6 +494,14 @@ File read_file(const InputFilePtr& file) {
   options.check_alignment = true;
   flatbuffers::Verifier verifier(buffer.data(), buffer.size(), options);
   if (!fbs::VerifyFlatTensorBuffer(verifier)) {
+    flatbuffers::Verifier old(buffer.data(), buffer.size(), options);
+    if (written_by_executorch_06(buffer, old)) {
+      fail_input(
+          "{}: a .ptd in the FlatTensor layout of ExecuTorch 0.6 (before June 2025: tensors "
+          "listed apart from named data), which ExecuTorch 0.7 and later no longer read; "
+          "re-export it with ExecuTorch 0.7 or later",
+          name);
+    }
     fail_input("{}: FlatTensor flatbuffer ({} bytes) failed verification", name, buffer.size());
   }
   const fbs::FlatTensor* root = fbs::GetFlatTensor(buffer.data());
