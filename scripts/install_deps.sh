@@ -6,6 +6,7 @@ packages=(
   cmake ninja-build g++ python3 python3-jsonschema time
   libcli11-dev libflatbuffers-dev flatbuffers-compiler libssl-dev zlib1g-dev
   nlohmann-json3-dev libfmt-dev catch2 libmimalloc-dev
+  graphviz  # the tests render every `dump --graph=dot` with Graphviz's own dot
 )
 if [[ "${PTEPACK_WITH_FUZZ:-0}" == 1 ]]; then
   packages+=(clang libclang-rt-14-dev)

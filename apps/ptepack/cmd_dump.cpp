@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "ptepack/base/error.h"
 #include "ptepack/dump/dump.h"
 #include "ptepack/io/progress.h"
 
@@ -24,6 +25,7 @@ Action add_dump(CLI::App& app) {
     DumpOptions options;
     std::string sort = "key";
     long width = -1;
+    std::string graph;  // "", "text" or "dot"
   };
   auto args = std::make_shared<Args>();
   auto* cmd =
@@ -34,8 +36,10 @@ Action add_dump(CLI::App& app) {
       ->required()
       ->default_str("");
   cmd->add_flag("--json", args->options.json, "Stable machine-readable output");
-  cmd->add_flag("--graph", args->options.graph,
-                "Also print every node of every method and subgraph");
+  cmd->add_flag("--graph{text}", args->graph,
+                "--graph (or --graph=text): also print every node of every method and subgraph; "
+                "--graph=dot: print only the methods as a Graphviz digraph (dot -Tsvg)")
+      ->check(CLI::IsMember({"text", "dot"}));
   cmd->add_option("-j,--jobs", args->options.jobs, "Hashing threads (default: all cores)");
   cmd->add_option("--key", args->options.keys,
                   "List only keys matching this shell glob (repeatable, e.g. 'decode/*')")
@@ -66,6 +70,11 @@ Action add_dump(CLI::App& app) {
                                        : DumpSort::key;
     o.width = args->width >= 0 ? static_cast<size_t>(args->width) : terminal_width();
     o.progress = progress_mode(*progress);
+    o.graph = args->graph == "text";
+    o.graph_dot = args->graph == "dot";
+    if (o.graph_dot && o.json) {
+      fail(ErrorCode::usage, "--graph=dot prints a Graphviz digraph; it does not combine with --json");
+    }
     auto spec = artifact_spec(args->path);
     o.data = spec.data;
     dump_artifact(spec.path, o, [](std::string_view chunk) {

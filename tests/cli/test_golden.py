@@ -66,7 +66,10 @@ def pte_pair(ctx_data, ptepack):
     def prepare(work):
         if os.path.exists(os.path.join(work, "conv_blob_dir")):
             return
-        for stem, name in (("xnnpack_conv", "conv"), ("portable_add_no_header", "add")):
+        shutil.copy(os.path.join(ctx_data, "pte", "external_pair.ptd"),
+                    os.path.join(work, "pair.ptd"))
+        for stem, name in (("xnnpack_conv", "conv"), ("portable_add_no_header", "add"),
+                           ("external_pair", "pair")):
             shutil.copy(os.path.join(ctx_data, "pte", stem + ".pte"),
                         os.path.join(work, name + ".pte"))
         add = os.path.join(work, "add_out.pte")
@@ -130,6 +133,8 @@ CASES = [
     ("diff_pte_operator_json", ["diff", "add.pte", "add_out.pte", "--json"], "pte"),
     ("diff_pte_dirs_json", ["diff", "conv_dir", "conv_blob_dir", "--json"], "pte"),
     ("diff_pte_other_program", ["diff", "add.pte", "conv.pte"], "pte"),
+    ("dump_pte_graph_dot", ["dump", "pair.pte", "--graph=dot"], "pte"),
+    ("dump_ptn_graph_dot", ["dump", "model.ptn", "--graph=dot"]),
     ("dump_program_json", ["dump", "prefill.json"]),
     ("dump_program_json_json", ["dump", "prefill.json", "--json"]),
     ("dump_ptd", ["dump", "shard.ptd"], copy_first("model/weights-*.ptd", "shard.ptd")),

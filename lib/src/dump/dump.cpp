@@ -17,6 +17,7 @@
 #include "ptepack/formats/json_util.h"
 
 #include "dump_pte.h"
+#include "graph_dot.h"
 #include "graph_text.h"
 #include "text_wrap.h"
 #include "ptepack/base/error.h"
@@ -411,6 +412,14 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
                    const TextOut& write) {
   Sink out(write, options.json ? 0 : options.width);
   auto artifact = load_artifact(path, options.data);
+  if (options.graph_dot) {
+    if (!artifact.program && artifact.pte_programs.empty()) {
+      fail(ErrorCode::usage, "{}: a {} holds no program to draw (--graph=dot)", artifact.name,
+           artifact_kind_name(artifact.kind));
+    }
+    write(graph_dot(artifact));
+    return;
+  }
   ProgramKeys keys;
   if (artifact.program) keys = ProgramKeys(artifact.program.root());
   const auto mutated_keys = keys.mutated();
