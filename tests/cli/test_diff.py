@@ -79,9 +79,10 @@ def one_changed_tensor_names_that_key_and_its_shard(ctx):
     ctx.code(result, 1, "one tensor differs")
     j = result.json()
     ctx.equal(j["equivalent"], False, "equivalent")
-    ctx.equal([(c["key"], c["change"]) for c in j["keys"]],
-              [("decode/layers.0.attention.wq.weight", "changed")], "changed keys")
-    ctx.equal(j["keys"][0]["changes"], ["bytes"], "what changed")
+    ctx.equal([c["key"] for c in j["keys_changed"]], ["decode/layers.0.attention.wq.weight"],
+              "changed keys")
+    ctx.equal(j["keys_changed"][0]["changes"], ["bytes"], "what changed")
+    ctx.equal((j["keys_added"], j["keys_removed"]), ([], []), "keys added/removed")
     ctx.equal(j["methods"], [], "methods")
     # The changed bytes live in exactly one shard of each side: that one is replaced.
     manifest_a = load_json(os.path.join(a, "manifest.json"))
@@ -113,11 +114,10 @@ def an_added_method_is_reported(ctx):
     # prefill's graph changes too, and that key goes.
     ctx.equal([(m["method"], m["change"]) for m in j["methods"]],
               [("decode", "added"), ("prefill", "changed")], "methods")
-    added = [k["key"] for k in j["keys"] if k["change"] == "added"]
-    ctx.equal([(k["key"], k["change"]) for k in j["keys"] if k["change"] != "added"],
-              [("prefill/pos", "removed")], "the key that became state")
-    ctx.check("state/pos" in [s["key"] for s in j["state"] if s["change"] == "added"],
-              f"state/pos added: {j['state']}")
+    added = j["keys_added"]
+    ctx.equal((j["keys_removed"], j["keys_changed"]), (["prefill/pos"], []),
+              "the key that became state")
+    ctx.check("state/pos" in j["state_added"], f"state/pos added: {j['state_added']}")
     ctx.check(all(k.startswith("decode/") or k.startswith("state/") for k in added),
               f"added keys: {added}")
     ctx.check(added, "decode's keys are added")

@@ -124,17 +124,19 @@ std::string render_diff_json(const ArtifactDiff& d) {
                        {"method", m.method},
                        {"change", change_name(m.change)}});
   }
-  json keys = json::array();
+  json keys_added = json::array();
+  json keys_removed = json::array();
+  json keys_changed = json::array();
   for (const auto& k : d.keys) {
-    keys.push_back({{"key", k.key},
-                    {"change", change_name(k.change)},
-                    {"changes", k.changes},
-                    {"a", side(k.a)},
-                    {"b", side(k.b)}});
+    if (k.change == Change::added) {
+      keys_added.push_back(k.key);
+    } else if (k.change == Change::removed) {
+      keys_removed.push_back(k.key);
+    } else {
+      keys_changed.push_back(
+          {{"key", k.key}, {"changes", k.changes}, {"a", side(k.a)}, {"b", side(k.b)}});
+    }
   }
-  json state = json::array();
-  for (const auto& s : d.state_added) state.push_back({{"key", s}, {"change", "added"}});
-  for (const auto& s : d.state_removed) state.push_back({{"key", s}, {"change", "removed"}});
   json differences = json::array();
   for (const auto& x : d.differences) {
     differences.push_back({{"program", text_or_null(x.program)},
@@ -162,8 +164,11 @@ std::string render_diff_json(const ArtifactDiff& d) {
          {"equivalent", d.equivalent()},
          {"programs", programs},
          {"methods", methods},
-         {"keys", keys},
-         {"state", state},
+         {"keys_added", keys_added},
+         {"keys_removed", keys_removed},
+         {"keys_changed", keys_changed},
+         {"state_added", d.state_added},
+         {"state_removed", d.state_removed},
          {"differences", differences},
          {"differences_omitted", d.differences_omitted},
          {"notes", d.notes},
