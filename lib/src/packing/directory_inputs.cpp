@@ -13,7 +13,9 @@ struct DirectoryInputs::Slot {
 };
 
 DirectoryInputs::DirectoryInputs() = default;
-DirectoryInputs::~DirectoryInputs() = default;
+DirectoryInputs::~DirectoryInputs() {
+  if (background_.joinable()) background_.join();
+}
 
 void DirectoryInputs::reserve(size_t inputs, unsigned jobs) {
   slots_.resize(inputs);
@@ -49,6 +51,24 @@ void DirectoryInputs::check_bytes(Progress* progress) {
     s->check->bytes(progress);
     raise_problems(s->report);
   }
+}
+
+void DirectoryInputs::start_bytes(Progress* progress) {
+  bool any = false;
+  for (const auto& s : slots_) any = any || s != nullptr;
+  if (!any) return;
+  background_ = std::thread([this, progress] {
+    try {
+      check_bytes(progress);
+    } catch (...) {
+      background_error_ = std::current_exception();
+    }
+  });
+}
+
+void DirectoryInputs::finish_bytes() {
+  if (background_.joinable()) background_.join();
+  if (background_error_) std::rethrow_exception(background_error_);
 }
 
 }  // namespace ptepack::detail

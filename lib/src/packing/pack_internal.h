@@ -3,8 +3,10 @@
 
 #include <exception>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <stop_token>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -190,11 +192,20 @@ class DirectoryInputs {
   [[nodiscard]] uint64_t hash_total() const;
   // Every checked directory's bytes; throws verify_failed with the problems.
   void check_bytes(Progress* progress);
+  // The same on a thread of its own, while the output is planned and written
+  // on the digests the manifests record; finish_bytes() joins it and throws
+  // what check_bytes would (again at every call), and must come before the
+  // output is committed, and before any other error is reported (a damaged
+  // input explains it).
+  void start_bytes(Progress* progress);
+  void finish_bytes();
 
  private:
   struct Slot;
   std::vector<std::unique_ptr<Slot>> slots_;
   unsigned jobs_ = 0;
+  std::exception_ptr background_error_;
+  std::thread background_;
 };
 
 }  // namespace ptepack::detail

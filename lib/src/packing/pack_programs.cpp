@@ -86,7 +86,7 @@ ProgramSummary program_summary(const ProgramSource& s, uint64_t size) {
   return {s.file->file, s.name, s.file->program.plans, {}, 0, size};
 }
 
-PackSummary inline_one(const PackOptions& options, const Inputs& in, const RangeDigests& digests,
+PackSummary inline_one(const PackOptions& options, Inputs& in, const RangeDigests& digests,
                        Progress& progress, PackSummary summary) {
   if (in.sources.size() != 1) {
     fail(ErrorCode::usage, "{}: a .pte output holds one program; the inputs hold {}",
@@ -120,63 +120,13 @@ PackSummary inline_one(const PackOptions& options, const Inputs& in, const Range
   OutputFile file = output.file();
   write_file(file, content, &progress);
   progress.stop();
+  in.directories.finish_bytes();
   output.commit();
   return summary;
 }
 
-}  // namespace
-
-bool holds_programs(const fs::path& path) {
-  std::error_code ec;
-  auto status = fs::status(path, ec);
-  if (ec || !fs::exists(status)) return false;
-  if (fs::is_directory(status) || path.filename() == "manifest.json") {
-    auto manifest = directory_paths(path).manifest;
-    if (!fs::is_regular_file(manifest, ec)) return false;
-    // The top-level version line as manifest_to_json writes it (nested fields
-    // are indented further and keys cannot hold a raw newline). A manifest in
-    // any other form reads as version 1 here and is refused by that front end.
-    auto file = InputFile::open(manifest);
-    auto bytes = file->read_range(0, std::min<uint64_t>(file->size(), Limits::max_manifest_bytes));
-    std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    return text.find(fmt::format("\n  \"version\": {},", kManifestProgramsVersion)) !=
-           std::string_view::npos;
-  }
-  if (!fs::is_regular_file(status)) return false;
-  auto file = InputFile::open(path);
-  if (file->size() < 8) return false;
-  return pte::looks_like_pte(file->read_range(0, 8));
-}
-
-PackSummary pack_programs(const PackOptions& options) {
-  const std::string first = parse_input_spec(options.inputs.front()).path.string();
-  if (options.sharding.format != ShardFormat::ptd) {
-    fail(ErrorCode::usage,
-         "{}: .pte programs load their data from .ptd shards; --shard-format {} is not possible",
-         first, shard_format_name(options.sharding.format));
-  }
-  if (is_package_path(options.output)) {
-    fail(ErrorCode::usage,
-         "{}: a .ptn package holds program graphs; pack .pte programs (here {}) into a directory "
-         "or a .pte",
-         options.output.string(), first);
-  }
-  Inputs in;
-  load_inputs(options, in);
-  if (!options.dry_run) check_output_target(options, in.paths);
-
-  PackSummary summary;
-  summary.output = options.output.string();
-  summary.dry_run = options.dry_run;
-  summary.sharding = options.sharding;
-  RangeDigests digests;
-  add_proven_digests(in, digests);
-  for (const auto& s : in.sources) add_program_ranges(s, digests);
-  Progress progress;
-  progress.set_hash_total(digests.distinct_bytes() + in.directories.hash_total());
-  if (!options.dry_run) progress.expect_writes();
-  progress.start(options.progress);
-  in.directories.check_bytes(&progress);
+PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& digests,
+                        Progress& progress, PackSummary summary) {
   digests.compute(options.jobs, &progress);
   for (const auto& s : in.sources) {
     for (const auto& plan : s.file->program.plans) summary.methods.emplace_back(plan, s.name);
@@ -253,8 +203,74 @@ PackSummary pack_programs(const PackOptions& options) {
   }
   summary.output_bytes += write_manifest(dir, display("manifest.json"), manifest);
   progress.stop();
+  in.directories.finish_bytes();
   output.commit();
   return summary;
+}
+
+}  // namespace
+
+bool holds_programs(const fs::path& path) {
+  std::error_code ec;
+  auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status)) return false;
+  if (fs::is_directory(status) || path.filename() == "manifest.json") {
+    auto manifest = directory_paths(path).manifest;
+    if (!fs::is_regular_file(manifest, ec)) return false;
+    // The top-level version line as manifest_to_json writes it (nested fields
+    // are indented further and keys cannot hold a raw newline). A manifest in
+    // any other form reads as version 1 here and is refused by that front end.
+    auto file = InputFile::open(manifest);
+    auto bytes = file->read_range(0, std::min<uint64_t>(file->size(), Limits::max_manifest_bytes));
+    std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return text.find(fmt::format("\n  \"version\": {},", kManifestProgramsVersion)) !=
+           std::string_view::npos;
+  }
+  if (!fs::is_regular_file(status)) return false;
+  auto file = InputFile::open(path);
+  if (file->size() < 8) return false;
+  return pte::looks_like_pte(file->read_range(0, 8));
+}
+
+PackSummary pack_programs(const PackOptions& options) {
+  const std::string first = parse_input_spec(options.inputs.front()).path.string();
+  if (options.sharding.format != ShardFormat::ptd) {
+    fail(ErrorCode::usage,
+         "{}: .pte programs load their data from .ptd shards; --shard-format {} is not possible",
+         first, shard_format_name(options.sharding.format));
+  }
+  if (is_package_path(options.output)) {
+    fail(ErrorCode::usage,
+         "{}: a .ptn package holds program graphs; pack .pte programs (here {}) into a directory "
+         "or a .pte",
+         options.output.string(), first);
+  }
+  Inputs in;
+  load_inputs(options, in);
+  if (!options.dry_run) check_output_target(options, in.paths);
+
+  PackSummary summary;
+  summary.output = options.output.string();
+  summary.dry_run = options.dry_run;
+  summary.sharding = options.sharding;
+  RangeDigests digests;
+  add_proven_digests(in, digests);
+  for (const auto& s : in.sources) add_program_ranges(s, digests);
+  Progress progress;
+  progress.set_hash_total(digests.distinct_bytes() + in.directories.hash_total());
+  if (!options.dry_run) progress.expect_writes();
+  progress.start(options.progress);
+  // Directory inputs are checked while the output is planned and written on
+  // their manifests' digests; nothing is committed before the check passes.
+  in.directories.start_bytes(&progress);
+  try {
+    auto summary_out = pack_loaded(options, in, digests, progress, std::move(summary));
+    in.directories.finish_bytes();
+    return summary_out;
+  } catch (...) {
+    in.directories.finish_bytes();  // a damaged input explains any other error
+    throw;
+  }
 }
 
 }  // namespace ptepack::detail
