@@ -380,7 +380,7 @@ def throughput(args, ptepack, workdir, jobs, created):
     input_bytes = sum(os.path.getsize(path) for path in data)
     # One output exists at a time; the largest is cp's copy of every input byte.
     # cp's copy of every input byte, beside the floor's file of the unique bytes.
-    check_disk(workdir, 2 * input_bytes + SLACK_BYTES, "the benchmark outputs")
+    check_disk(workdir, 3 * input_bytes + SLACK_BYTES, "the benchmark outputs")
     out = os.path.join(workdir, "out")
     remove(out)
     created.append(("output", out))
@@ -396,6 +396,14 @@ def throughput(args, ptepack, workdir, jobs, created):
              remove_after=(copy,), fresh_dir=copy, writes=True),
         Case("sha256", ["openssl", "dgst", "-sha256"] + data),
     ]
+    # A packed directory as input (made once, untimed): pack checks it as verify does.
+    packed, repacked = os.path.join(out, "packed_input"), os.path.join(out, "repacked")
+    subprocess.run([ptepack, "pack", "--quiet", "--max-shard-bytes", args.max_shard_bytes]
+                   + programs + ["-o", packed], check=True)
+    cases.append(Case("repack_ptd", [ptepack, "pack"] + jobs
+                      + ["--quiet", "--max-shard-bytes", args.max_shard_bytes, packed,
+                         "-o", repacked], output=repacked, remove_after=(repacked,),
+                      writes=True))
     unique = os.path.join(workdir, "unique.bin")
     created.append(("output", unique))
     make_unique_file(unique, data, stored_bytes(ptepack, [ptepack, "pack"] + programs
@@ -415,7 +423,8 @@ def throughput(args, ptepack, workdir, jobs, created):
     results = {case.name: case.summary(input_bytes) for case in cases}
     print_table("medians over repetitions", results, input_bytes)
     ratios, best_ratios = print_ratios(results, (("pack_ptd", "cp"), ("pack_ptd", "sha256"),
-                                                 ("pack_ptn", "cp"), ("pack_ptn", "sha256")))
+                                                 ("pack_ptn", "cp"), ("pack_ptn", "sha256"),
+                                                 ("repack_ptd", "pack_ptd")))
     floors = print_floors(results, {"pack_ptn": False, "pack_ptd": True}, os.cpu_count())
     return {"mode": "throughput", "model_dir": directory, "input_bytes": input_bytes,
             "input_files": data, "shared_fraction": report["shared_fraction"],
@@ -568,7 +577,7 @@ def pte(args, ptepack, workdir, jobs, created):
         report = gen_pte.generate(gen_pte.parse_args(
             gen_argv + ["--out", program, "--report", marker, "--quiet"]))
     input_bytes = os.path.getsize(program)
-    check_disk(workdir, 2 * input_bytes + SLACK_BYTES, "the benchmark outputs")
+    check_disk(workdir, 3 * input_bytes + SLACK_BYTES, "the benchmark outputs")
     out = os.path.join(workdir, "out")
     remove(out)
     created.append(("output", out))
@@ -584,6 +593,13 @@ def pte(args, ptepack, workdir, jobs, created):
              remove_after=(copy,), fresh_dir=copy, writes=True),
         Case("sha256", ["openssl", "dgst", "-sha256", program]),
     ]
+    # A packed directory of the program as input (made once, untimed), back into one
+    # program: pack checks the directory as verify does while it writes.
+    packed, inlined = os.path.join(out, "packed_input"), os.path.join(out, "inlined.pte")
+    subprocess.run([ptepack, "pack", "--quiet", "--max-shard-bytes", args.max_shard_bytes,
+                    program, "-o", packed], check=True)
+    cases.append(Case("repack_pte", [ptepack, "pack"] + jobs + ["--quiet", packed, "-o", inlined],
+                      output=inlined, remove_after=(inlined,), writes=True))
     unique = os.path.join(workdir, "unique.bin")
     created.append(("output", unique))
     make_unique_file(unique, [program], stored_bytes(ptepack, [ptepack, "pack", program, "-o",
@@ -602,7 +618,7 @@ def pte(args, ptepack, workdir, jobs, created):
     shards = {}
 
     def verify(case):
-        if case.name.startswith("pack"):
+        if case.name.startswith("pack") and os.path.isdir(case.output):
             shards[case.name] = sum(1 for name in os.listdir(case.output)
                                     if name.endswith(".ptd"))
         if args.no_verify or not case.name.startswith("pack"):
@@ -617,7 +633,8 @@ def pte(args, ptepack, workdir, jobs, created):
     print("shards: " + ", ".join(f"{name} {count}" for name, count in shards.items())
           + f" (cap {args.max_shard_bytes} for pack_cap)")
     ratios, best_ratios = print_ratios(results, (("pack", "cp"), ("pack", "sha256"),
-                                                 ("pack_cap", "cp"), ("pack_cap", "sha256")))
+                                                 ("pack_cap", "cp"), ("pack_cap", "sha256"),
+                                                 ("repack_pte", "cp")))
     floors = print_floors(results, {"pack": True, "pack_cap": True}, os.cpu_count())
     return {"mode": "pte", "model_dir": directory, "input_bytes": input_bytes,
             "input_files": [program], "generator": report, "ballast_bytes": ballast,
