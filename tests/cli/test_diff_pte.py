@@ -183,6 +183,14 @@ def different_programs_differ(ctx):
                  ("portable_inline_constant_buffer", "external_pair")):
         report = diff(ctx, fixture(ctx, a), fixture(ctx, b), 1, f"{a} vs {b}")
         ctx.check(report and report["differences"], f"{a} vs {b}: no difference listed")
+        d = ctx.mkdir(f"{a}-{b}")
+        packed_a, packed_b = os.path.join(d, "a"), os.path.join(d, "b")
+        ctx.run_ok("pack", fixture(ctx, a), "-o", packed_a, "-q")
+        ctx.run_ok("pack", fixture(ctx, b), "-o", packed_b, "-q")
+        for x, y, how in ((packed_a, packed_b, "packed"), (fixture(ctx, a), packed_b, "mixed")):
+            report = diff(ctx, x, y, 1, f"{a} vs {b} ({how})")
+            ctx.check(report and (report["differences"] or report["methods"]),
+                      f"{a} vs {b} ({how}): nothing listed")
 
 
 @suite.test
