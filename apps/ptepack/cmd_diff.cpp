@@ -25,8 +25,8 @@ Action add_diff(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Machine-readable report (format ptepack.diff)");
   cmd->add_option("-j,--jobs", args->jobs, "Hashing threads (default: all cores)");
   return [args] {
-    auto a = artifact_spec(args->a);
-    auto b = artifact_spec(args->b);
+    auto a = parse_artifact_spec(args->a);
+    auto b = parse_artifact_spec(args->b);
     auto diff = diff_artifacts({a.path, a.data}, {b.path, b.data}, args->jobs);
     print(args->json ? render_diff_json(diff) : render_diff_text(diff));
     return diff.equivalent() ? 0 : 1;

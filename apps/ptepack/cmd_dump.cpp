@@ -75,7 +75,7 @@ Action add_dump(CLI::App& app) {
     if (o.graph_dot && o.json) {
       fail(ErrorCode::usage, "--graph=dot prints a Graphviz digraph; it does not combine with --json");
     }
-    auto spec = artifact_spec(args->path);
+    auto spec = parse_artifact_spec(args->path);
     o.data = spec.data;
     dump_artifact(spec.path, o, [](std::string_view chunk) {
       std::fwrite(chunk.data(), 1, chunk.size(), stdout);

@@ -30,7 +30,7 @@ Action add_verify(CLI::App& app) {
     Progress progress;
     args->options.progress = &progress;
     progress.start(progress_mode(*progress_value));
-    auto spec = artifact_spec(args->path);
+    auto spec = parse_artifact_spec(args->path);
     args->options.data = spec.data;
     auto report = verify_artifact(spec.path, args->options);
     progress.stop();

@@ -27,8 +27,4 @@ ProgressMode progress_mode(const std::string& value);
 // Prints to stdout and flushes.
 void print(const std::string& text);
 
-// The artifact argument of dump, verify and diff: `PATH[@DATA[,DATA...]]` as
-// pack reads an INPUT; `METHOD=` is a usage error (nothing is renamed here).
-InputSpec artifact_spec(const std::string& text);
-
 }  // namespace ptepack::cli

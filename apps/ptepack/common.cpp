@@ -26,13 +26,4 @@ void print(const std::string& text) {
   std::fflush(stdout);
 }
 
-InputSpec artifact_spec(const std::string& text) {
-  auto spec = parse_input_spec(text);
-  if (spec.method) {
-    fail(ErrorCode::usage, "{}: METHOD= renames a method when packing; here give PATH[@DATA,...]",
-         text);
-  }
-  return spec;
-}
-
 }  // namespace ptepack::cli

@@ -291,11 +291,19 @@ def data_files_are_given_as_path_at_data(ctx):
     dump = ctx.run_ok("dump", f"{program}@{ptd}", "--json").json()
     ctx.check(dump["programs"][0]["data_files"] == [ptd] if "data_files" in dump["programs"][0]
               else True, f"dump data files: {dump['programs'][0]}")
+    # No METHOD= here: an '=' belongs to the path, exactly as written.
+    odd = os.path.join(ctx.mkdir("v=1"), "x=y.pte")
+    shutil.copy(program, odd)
+    odd_ptd = os.path.join(os.path.dirname(odd), "w=z.ptd")
+    shutil.copy(ptd, odd_ptd)
+    ctx.run_ok("verify", f"{odd}@{odd_ptd}")
+    ctx.run_ok("dump", f"{odd}@{odd_ptd}")
+    ctx.code(ctx.run("diff", f"{odd}@{odd_ptd}", f"{program}@{ptd}"), 0, "paths with '='")
     for command in ("dump", "verify", "diff"):
         argv = [command, f"forward={program}@{ptd}"] + ([program] if command == "diff" else [])
         result = ctx.run(*argv)
-        ctx.code(result, 2, f"{command}: METHOD= is a usage error")
-        ctx.check("METHOD=" in result.err, result.err)
+        ctx.code(result, 5, f"{command}: 'forward=...' is a path, and there is none")
+        ctx.check("forward=" in result.err, result.err)
     directory = os.path.join(d, "dir")
     ctx.run_ok("pack", f"{program}@{ptd}", "-o", directory, "-q")
     for command in ("dump", "verify"):
@@ -320,6 +328,28 @@ def unreadable_sides_exit_with_their_own_code(ctx):
         ctx.equal(result.out, "", "nothing on stdout")
         lines = result.err.strip().splitlines()
         ctx.check(len(lines) == 1 and name in lines[0], f"one line naming {name}: {result.err}")
+
+
+@suite.test
+def a_damaged_directory_is_an_error_not_a_verdict(ctx):
+    """A packed directory is checked whole before it is compared on its manifest's digests."""
+    d = ctx.mkdir()
+    good, bad = os.path.join(d, "good"), os.path.join(d, "bad")
+    ctx.run_ok("pack", fixture(ctx, "xnnpack_conv"), "-o", good, "-q")
+    shutil.copytree(good, bad)
+    shard = next(f for f in os.listdir(bad) if f.endswith(".ptd"))
+    with open(os.path.join(bad, shard), "r+b") as handle:
+        handle.seek(-1, os.SEEK_END)
+        last = handle.read(1)[0]
+        handle.seek(-1, os.SEEK_END)
+        handle.write(bytes([last ^ 1]))
+    verified = ctx.run("verify", bad)
+    ctx.code(verified, 1, "verify of the damaged directory")
+    for a, b in ((good, bad), (bad, good), (fixture(ctx, "xnnpack_conv"), bad)):
+        result = ctx.run("diff", a, b)
+        ctx.code(result, 3, f"diff {os.path.basename(a)} {os.path.basename(b)}")
+        ctx.equal(result.out, "", "no verdict on stdout")
+        ctx.equal(result.err, verified.err, "verify's problem lines")
 
 
 @suite.test

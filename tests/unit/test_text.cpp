@@ -41,4 +41,9 @@ TEST_CASE("wrap_line breaks at word ends, keeps shapes whole, never exceeds the 
   CHECK(wrap_line("\xc3\xa4\xc3\xa4\xc3\xa4 \xc3\xa4\xc3\xa4", 5) == "\xc3\xa4\xc3\xa4\xc3\xa4\n  \xc3\xa4\xc3\xa4\n");
   CHECK(wrap_line("anything", 0) == "anything\n");
   CHECK(detail::columns_of("\xe2\x80\xa6x") == 2);
+  // East Asian wide characters take two columns; combining marks none.
+  CHECK(detail::columns_of("\xe6\x9d\x83\xe9\x87\x8d") == 4);  // 权重
+  CHECK(detail::columns_of("e\xcc\x81") == 1);                   // e + combining acute
+  CHECK(wrap_line("  \xe6\x9d\x83\xe9\x87\x8d\xe6\x9d\x83\xe9\x87\x8d", 6) ==
+        "  \xe6\x9d\x83\xe9\x87\x8d\n   \xe6\x9d\x83\n   \xe9\x87\x8d\n");
 }

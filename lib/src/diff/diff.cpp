@@ -9,6 +9,7 @@
 #include <set>
 
 #include "diff_pte.h"
+#include "verify/directory_check.h"
 #include "ptepack/base/error.h"
 #include "ptepack/formats/artifact.h"
 #include "ptepack/hash/parallel_hash.h"
@@ -132,6 +133,11 @@ bool ArtifactDiff::equivalent() const {
 }
 
 ArtifactDiff diff_artifacts(const DiffSide& a, const DiffSide& b, unsigned jobs) {
+  // A packed directory is compared on its manifest's digests, so it is first
+  // checked whole, as verify checks it: a damaged side is an error, never a verdict.
+  for (const auto* side : {&a, &b}) {
+    if (side->data.empty()) detail::check_packed_directory(side->path, jobs, ErrorCode::invalid_input);
+  }
   auto left = load_artifact(a.path, a.data);
   auto right = load_artifact(b.path, b.data);
   ArtifactDiff d;

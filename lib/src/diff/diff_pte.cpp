@@ -39,26 +39,23 @@ std::string display_of(const Artifact& artifact, const ProgramFile& pf) {
                                                  : artifact.name;
 }
 
-Resolved resolve(const Artifact& artifact, const ProgramFile& pf) {
+// Program `index` of the artifact, as the runtime loads it.
+Resolved resolve(const Artifact& artifact, size_t index) {
+  const ProgramFile& pf = artifact.pte_programs[index];
   const pte::Program& p = pf.program;
   const std::string display = display_of(artifact, pf);
-  // A program of a directory loads the shards its manifest entry lists, no others.
-  const ManifestProgramEntry* entry = nullptr;
-  if (artifact.manifest) {
-    for (const auto& e : artifact.manifest->programs) {
-      if (e.file == pf.file) entry = &e;
-    }
-  }
+  // A program of a directory loads the shards its manifest entry lists, no
+  // others (the artifact's programs are the manifest's, in its order).
+  const ManifestProgramEntry* entry =
+      artifact.manifest ? &artifact.manifest->programs.at(index) : nullptr;
+  std::set<std::string_view> shards;
+  if (entry != nullptr) shards.insert(entry->shards.begin(), entry->shards.end());
   auto lookup = [&](const std::string& key) -> const TensorData* {
     auto it = artifact.data.find(key);
     if (it == artifact.data.end()) return nullptr;
     if (entry != nullptr) {
       auto t = artifact.manifest->tensors.find(key);
-      if (t == artifact.manifest->tensors.end() ||
-          std::find(entry->shards.begin(), entry->shards.end(), t->second.shard) ==
-              entry->shards.end()) {
-        return nullptr;
-      }
+      if (t == artifact.manifest->tensors.end() || !shards.count(t->second.shard)) return nullptr;
     }
     return &it->second;
   };
@@ -210,22 +207,25 @@ void compare_pair(const Resolved& ra, const Resolved& rb, const RangeDigests& di
     note(fmt::format("program version {} -> {}", a.root()->version(), b.root()->version()));
   const ProgramView va = view_of(ra, digests);
   const ProgramView vb = view_of(rb, digests);
-  std::vector<std::string> common_a;
+  std::map<std::string_view, uint32_t> in_a;
+  std::map<std::string_view, uint32_t> in_b;
+  for (uint32_t i = 0; i < a.plans.size(); ++i) in_a.emplace(a.plans[i], i);
+  for (uint32_t j = 0; j < b.plans.size(); ++j) in_b.emplace(b.plans[j], j);
+  std::vector<std::string_view> common_a;
   for (uint32_t i = 0; i < a.plans.size(); ++i) {
-    auto it = std::find(b.plans.begin(), b.plans.end(), a.plans[i]);
-    if (it == b.plans.end()) {
+    auto it = in_b.find(a.plans[i]);
+    if (it == in_b.end()) {
       out.methods.push_back({name, a.plans[i], Change::removed});
       continue;
     }
     common_a.push_back(a.plans[i]);
-    const auto j = static_cast<uint32_t>(it - b.plans.begin());
     Reporter method(out, name, a.plans[i]);
-    compare_plans(va, i, vb, j, method);
+    compare_plans(va, i, vb, it->second, method);
     if (method.any()) out.methods.push_back({name, a.plans[i], Change::changed});
   }
-  std::vector<std::string> common_b;
+  std::vector<std::string_view> common_b;
   for (const auto& plan : b.plans) {
-    if (std::find(a.plans.begin(), a.plans.end(), plan) == a.plans.end()) {
+    if (!in_a.count(plan)) {
       out.methods.push_back({name, plan, Change::added});
     } else {
       common_b.push_back(plan);
@@ -244,33 +244,39 @@ void compare_pair(const Resolved& ra, const Resolved& rb, const RangeDigests& di
 }  // namespace
 
 void diff_programs(const Artifact& a, const Artifact& b, unsigned jobs, ArtifactDiff& out) {
-  std::vector<std::pair<const ProgramFile*, const ProgramFile*>> pairs;
+  // Pairs of program indices (npos: none on that side).
+  constexpr size_t none = static_cast<size_t>(-1);
+  std::vector<std::pair<size_t, size_t>> pairs;
   if (a.pte_programs.size() == 1 && b.pte_programs.size() == 1) {
-    pairs.emplace_back(&a.pte_programs.front(), &b.pte_programs.front());
+    pairs.emplace_back(0, 0);
   } else {
-    for (const auto& p : a.pte_programs) {
-      auto it = std::find_if(b.pte_programs.begin(), b.pte_programs.end(),
-                             [&](const ProgramFile& q) { return q.file == p.file; });
-      pairs.emplace_back(&p, it == b.pte_programs.end() ? nullptr : &*it);
+    std::map<std::string_view, size_t> in_a;
+    std::map<std::string_view, size_t> in_b;
+    for (size_t i = 0; i < a.pte_programs.size(); ++i) in_a.emplace(a.pte_programs[i].file, i);
+    for (size_t j = 0; j < b.pte_programs.size(); ++j) in_b.emplace(b.pte_programs[j].file, j);
+    for (size_t i = 0; i < a.pte_programs.size(); ++i) {
+      auto it = in_b.find(a.pte_programs[i].file);
+      pairs.emplace_back(i, it == in_b.end() ? none : it->second);
     }
-    for (const auto& q : b.pte_programs) {
-      auto it = std::find_if(a.pte_programs.begin(), a.pte_programs.end(),
-                             [&](const ProgramFile& p) { return p.file == q.file; });
-      if (it == a.pte_programs.end()) pairs.emplace_back(nullptr, &q);
+    for (size_t j = 0; j < b.pte_programs.size(); ++j) {
+      if (!in_a.count(b.pte_programs[j].file)) pairs.emplace_back(none, j);
     }
   }
   std::vector<std::pair<Resolved, Resolved>> resolved;
   RangeDigests digests;
-  for (const auto& [p, q] : pairs) {
+  for (const auto& [i, j] : pairs) {
+    const ProgramFile* p = i == none ? nullptr : &a.pte_programs[i];
+    const ProgramFile* q = j == none ? nullptr : &b.pte_programs[j];
     out.programs.push_back({p ? p->file : std::string(), q ? q->file : std::string()});
     if (p == nullptr || q == nullptr) {
-      Reporter whole(out, q ? q->file : p->file, "");
+      const ProgramFile* only = q ? q : p;
+      Reporter whole(out, only->file, "");
       whole.add("program", q ? "program added" : "program removed");
-      for (const auto& plan : (q ? q : p)->program.plans)
-        out.methods.push_back({(q ? q : p)->file, plan, q ? Change::added : Change::removed});
+      for (const auto& plan : only->program.plans)
+        out.methods.push_back({only->file, plan, q ? Change::added : Change::removed});
       continue;
     }
-    resolved.emplace_back(resolve(a, *p), resolve(b, *q));
+    resolved.emplace_back(resolve(a, i), resolve(b, j));
     add_ranges(resolved.back().first, digests);
     add_ranges(resolved.back().second, digests);
   }

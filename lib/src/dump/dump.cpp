@@ -87,13 +87,6 @@ class Sink {
 
 std::string shape_text(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
-const nb::TensorMeta* find_meta(const nb::Graph& graph, std::string_view name) {
-  for (const auto& tv : access::tensor_values(graph)) {
-    if (access::name(tv) == name) return tv.meta();
-  }
-  return nullptr;
-}
-
 // Hashing this many bytes draws progress on a terminal.
 constexpr uint64_t kProgressBytes = 256ULL << 20;
 
@@ -333,8 +326,9 @@ void write_shape(JsonWriter& w, const nb::TensorMeta* meta) {
 // A graph's inputs or outputs: name, dtype and shape of each.
 void write_values(JsonWriter& w, const nb::Graph& graph, const access::StringRange& names) {
   w.begin_array();
+  const MetaIndex metas(graph);
   for (const std::string_view name : names) {
-    const auto* meta = find_meta(graph, name);
+    const auto* meta = metas.find(name);
     w.begin_object();
     write_dtype(w, meta);
     w.field("name", name);
@@ -666,19 +660,21 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
       line(fmt::format("  {}  ({} nodes, {} subgraphs, {} constants, {} mutable buffers)",
                        access::name(m), counts.nodes, counts.subgraphs, access::constants(m).size(),
                        access::mutable_buffers(m).size()));
+      const MetaIndex metas(g);
       for (const std::string_view name : access::inputs(g)) {
-        const auto* meta = find_meta(g, name);
+        const auto* meta = metas.find(name);
         line(fmt::format("    input   {} {}", name, meta ? describe_meta(*meta) : ""));
       }
+      std::map<std::string_view, const nb::OutputSpec*> specs;  // the last one of a name
+      for (const auto& s : access::output_specs(m)) specs[access::name(s)] = &s;
       for (const std::string_view name : access::outputs(g)) {
-        const auto* meta = find_meta(g, name);
+        const auto* meta = metas.find(name);
         std::string kind;
-        for (const auto& s : access::output_specs(m)) {
-          if (access::name(s) == name)
-            kind =
-                access::target(s).empty()
-                    ? std::string(nb::EnumNameOutputKind(s.kind()))
-                    : fmt::format("{} -> {}", nb::EnumNameOutputKind(s.kind()), access::target(s));
+        if (auto it = specs.find(name); it != specs.end()) {
+          const auto& s = *it->second;
+          kind = access::target(s).empty()
+                     ? std::string(nb::EnumNameOutputKind(s.kind()))
+                     : fmt::format("{} -> {}", nb::EnumNameOutputKind(s.kind()), access::target(s));
         }
         line(fmt::format("    output  {} {} {}", name, meta ? describe_meta(*meta) : "", kind));
       }

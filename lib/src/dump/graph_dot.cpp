@@ -1,6 +1,8 @@
 // `dump --graph=dot`: any program as a Graphviz digraph, one cluster per method.
 #include "graph_dot.h"
 
+#include "graph_text.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -78,13 +80,6 @@ constexpr std::string_view kCall = "shape=box, style=rounded";
 
 // ---------------------------------------------------------------- program graphs
 
-const nb::TensorMeta* meta_of(const nb::Graph& graph, std::string_view name) {
-  for (const auto& tv : access::tensor_values(graph)) {
-    if (access::name(tv) == name) return tv.meta();
-  }
-  return nullptr;
-}
-
 // A placeholder bound to data: its key, and its meta when the binding has one.
 struct Binding {
   std::string_view key;
@@ -94,11 +89,12 @@ struct Binding {
 void draw_graph(Dot& dot, const nb::Graph& graph, const std::string& id,
                 const std::map<std::string_view, Binding>& bound) {
   std::map<std::string_view, std::string> producer;  // value name -> node id
+  const MetaIndex metas(graph);
   size_t n = 0;
   for (const auto& node : access::nodes(graph)) {
     const std::string node_id = fmt::format("{}_n{}", id, n++);
     const std::string_view name = access::name(node);
-    const auto* meta = meta_of(graph, name);
+    const auto* meta = metas.find(name);
     const std::string shape = meta ? describe_meta(*meta) : std::string();
     switch (node.op_kind()) {
       case nb::OpKind::PLACEHOLDER:
@@ -166,12 +162,23 @@ std::string tensor_shape(const pte::TensorInfo& t) {
 
 // Instructions in order; an edge carries a value from the instruction (or
 // input, or constant) that last used it to the next one that does.
-void draw_plan(Dot& dot, const pte::Program& p, uint32_t plan, const std::string& id) {
+// A program's Tensor values and delegates, grouped by plan once.
+struct PlanParts {
+  std::map<uint32_t, const pte::TensorInfo*> tensors;  // value index -> tensor
+  std::vector<const pte::Delegate*> delegates;          // in the plan's order
+};
+
+std::vector<PlanParts> parts_of(const pte::Program& p) {
+  std::vector<PlanParts> parts(p.plans.size());
+  for (const auto& t : p.tensors) parts[t.plan].tensors[t.value] = &t;
+  for (const auto& d : p.delegates) parts[d.plan].delegates.push_back(&d);
+  return parts;
+}
+
+void draw_plan(Dot& dot, const pte::Program& p, uint32_t plan, const PlanParts& parts,
+               const std::string& id) {
   const auto& ep = *p.root()->execution_plan()->Get(plan);
-  std::map<uint32_t, const pte::TensorInfo*> tensors;
-  for (const auto& t : p.tensors) {
-    if (t.plan == plan) tensors[t.value] = &t;
-  }
+  const auto& tensors = parts.tensors;
   auto describe = [&](uint32_t v) {
     auto it = tensors.find(v);
     return it == tensors.end() ? fmt::format("v{}", v)
@@ -192,10 +199,7 @@ void draw_plan(Dot& dot, const pte::Program& p, uint32_t plan, const std::string
     dot.node(node_id, label({key, tensor_shape(*t)}), kConstant);
     last[v] = node_id;
   }
-  std::vector<const pte::Delegate*> delegates;
-  for (const auto& d : p.delegates) {
-    if (d.plan == plan) delegates.push_back(&d);
-  }
+  const auto& delegates = parts.delegates;
   auto touch = [&](const std::string& node_id, const flatbuffers::Vector<int32_t>* args) {
     for (uint32_t k = 0; args != nullptr && k < args->size(); ++k) {
       const auto v = static_cast<uint32_t>(args->Get(k));
@@ -252,12 +256,13 @@ std::string graph_dot(const Artifact& artifact) {
   if (artifact.program) draw_program_graph(dot, artifact.program.root());
   for (size_t f = 0; f < artifact.pte_programs.size(); ++f) {
     const auto& pf = artifact.pte_programs[f];
+    const auto parts = parts_of(pf.program);
     for (uint32_t m = 0; m < pf.program.plans.size(); ++m) {
       const std::string id = fmt::format("p{}_m{}", f, m);
       dot.open_cluster(id, artifact.pte_programs.size() > 1
                                ? fmt::format("{}: method {}", pf.file, pf.program.plans[m])
                                : fmt::format("method {}", pf.program.plans[m]));
-      draw_plan(dot, pf.program, m, id);
+      draw_plan(dot, pf.program, m, parts[m], id);
       dot.close_cluster();
     }
   }

@@ -91,6 +91,15 @@ nlohmann::json string_list(const auto& names) {
 
 }  // namespace
 
+MetaIndex::MetaIndex(const nb::Graph& graph) {
+  for (const auto& tv : access::tensor_values(graph)) metas_.emplace(access::name(tv), tv.meta());
+}
+
+const nb::TensorMeta* MetaIndex::find(std::string_view name) const {
+  auto it = metas_.find(name);
+  return it == metas_.end() ? nullptr : it->second;
+}
+
 NodeCounts count_nodes(const nb::Graph& graph) {
   NodeCounts counts;
   const auto nodes = access::nodes(graph);

@@ -293,7 +293,7 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
   auto filename = path.filename().string();
   auto no_data = [&] {
     if (!data_paths.empty()) {
-      fail(ErrorCode::usage, "{}: @DATA applies to program graphs; this input carries its own data",
+      fail(ErrorCode::usage, "{}: @DATA gives a program its data files; this input carries its own data",
            a.name);
     }
   };

@@ -119,8 +119,8 @@ PackSummary inline_one(const PackOptions& options, Inputs& in, const RangeDigest
   AtomicOutput output(options.output, AtomicOutput::Kind::file);
   OutputFile file = output.file();
   write_file(file, content, &progress);
+  in.directories.finish_bytes();  // hashing may still show progress until here
   progress.stop();
-  in.directories.finish_bytes();
   output.commit();
   return summary;
 }
@@ -202,8 +202,8 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
     }
   }
   summary.output_bytes += write_manifest(dir, display("manifest.json"), manifest);
+  in.directories.finish_bytes();  // hashing may still show progress until here
   progress.stop();
-  in.directories.finish_bytes();
   output.commit();
   return summary;
 }

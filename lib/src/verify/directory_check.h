@@ -9,13 +9,18 @@
 #include <cstdint>
 #include <memory>
 
+#include "ptepack/base/error.h"
 #include "ptepack/verify/verify.h"
 
 namespace ptepack::detail {
 
-// Throws Error(verify_failed) whose message is the report's problems, one line
-// each (pack refuses a damaged directory input with verify's words).
-void raise_problems(const VerifyReport& report);
+// Throws Error(code) whose message is the report's problems, one line each
+// (pack refuses a damaged directory input with verify's words and exit code).
+void raise_problems(const VerifyReport& report, ErrorCode code = ErrorCode::verify_failed);
+
+// When `path` is a packed directory (or its manifest): both steps of the
+// check, then raise_problems(report, code). Nothing for any other path.
+void check_packed_directory(const std::filesystem::path& path, unsigned jobs, ErrorCode code);
 
 class DirectoryCheck {
  public:

@@ -209,7 +209,7 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
     const bool directory = fs::is_directory(path, missing) || path.filename() == "manifest.json";
     const auto head = directory ? std::vector<uint8_t>() : head_of(path);
     if (directory || (head.size() >= 4 && head[0] == 'P' && head[1] == 'K')) {
-      fail(ErrorCode::usage, "{}: @DATA applies to programs; this input carries its own data",
+      fail(ErrorCode::usage, "{}: @DATA gives a program its data files; this input carries its own data",
            path.string());
     }
     if (pte::looks_like_pte(head) || path.extension() == ".pte") {

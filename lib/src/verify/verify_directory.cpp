@@ -488,11 +488,24 @@ void DirectoryCheck::bytes(Progress* progress) {
   s.problems.insert(s.problems.end(), s.program_checks.begin(), s.program_checks.end());
 }
 
-void raise_problems(const VerifyReport& report) {
+void raise_problems(const VerifyReport& report, ErrorCode code) {
   if (report.problems.empty()) return;
   std::string lines;
   for (const auto& p : report.problems) lines += (lines.empty() ? "" : "\n") + p;
-  throw Error(ErrorCode::verify_failed, lines);
+  throw Error(code, lines);
+}
+
+void check_packed_directory(const fs::path& path, unsigned jobs, ErrorCode code) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec) && path.filename() != "manifest.json") return;
+  // A directory without a manifest is no packed directory: the reader says so.
+  if (!fs::exists(directory_paths(path).manifest, ec)) return;
+  VerifyOptions options;
+  options.jobs = jobs;
+  VerifyReport report;
+  DirectoryCheck check(path, options, report);
+  if (check.structure()) check.bytes(nullptr);
+  raise_problems(report, code);
 }
 
 }  // namespace ptepack::detail

@@ -80,9 +80,11 @@ struct ArtifactDiff {
   [[nodiscard]] bool equivalent() const;
 };
 
-// Reads both artifacts and compares them. Tensor bytes are compared by SHA-256:
-// a directory's from its manifest (verify proves those), anything else hashed
-// with `jobs` threads. Throws Error when either side cannot be read, or when a
+// Reads both artifacts and compares them. Tensor bytes are compared by SHA-256,
+// hashed with `jobs` threads; a packed directory is first checked whole as
+// verify checks it (every file and tensor against its manifest), and then
+// compared on the manifest's digests. Throws Error when either side cannot be
+// read or is damaged (invalid_input, with verify's problem lines), or when a
 // program's EXTERNAL tensor or named data cannot be resolved (invalid_input).
 [[nodiscard]] ArtifactDiff diff_artifacts(const DiffSide& a, const DiffSide& b, unsigned jobs);
 

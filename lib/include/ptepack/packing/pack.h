@@ -26,6 +26,9 @@ struct InputSpec {
 // comes before any '@'; the method name is validated later), and `@DATA` at
 // the first '@' after that.
 [[nodiscard]] InputSpec parse_input_spec(const std::string& text);
+// The argument of dump, verify and diff: `PATH[@DATA[,DATA...]]`, split like an
+// INPUT but with no METHOD= (an '=' belongs to the path).
+[[nodiscard]] InputSpec parse_artifact_spec(const std::string& text);
 
 struct PackOptions {
   std::vector<std::string> inputs;
