@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
-#include "formats/json_document.h"
+#include "json/json_document.h"
 #include "fuzz_support.h"
-#include "ptepack/formats/json_util.h"
+#include "ptepack/json/json_util.h"
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "ptepack/formats/pte.h"
+#include "ptepack/pte/pte.h"
 #include "ptepack/schema/pte_program_generated.h"
 
 namespace {

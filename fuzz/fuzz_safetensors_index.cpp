@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "ptepack/formats/safetensors.h"
+#include "ptepack/containers/safetensors.h"
 
 namespace {
 

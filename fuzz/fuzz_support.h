@@ -16,7 +16,7 @@
 
 #include "ptepack/base/checked.h"
 #include "ptepack/base/error.h"
-#include "ptepack/model/tensor.h"
+#include "ptepack/tensors/tensor.h"
 
 namespace ptepack::fuzz {
 

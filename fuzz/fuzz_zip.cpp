@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "ptepack/formats/artifact.h"
-#include "ptepack/formats/zip.h"
+#include "ptepack/artifact/artifact.h"
+#include "ptepack/containers/zip.h"
 #include "ptepack/verify/verify.h"
 
 namespace {

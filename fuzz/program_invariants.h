@@ -6,9 +6,9 @@
 #include <string>
 
 #include "fuzz_support.h"
-#include "ptepack/formats/program.h"
-#include "ptepack/transforms/program_keys.h"
-#include "ptepack/transforms/validate.h"
+#include "ptepack/graph/program.h"
+#include "ptepack/graph/program_keys.h"
+#include "ptepack/graph/validate.h"
 
 namespace ptepack::fuzz {
 

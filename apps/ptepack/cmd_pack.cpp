@@ -3,7 +3,7 @@
 
 #include "commands.h"
 #include "ptepack/base/error.h"
-#include "ptepack/packing/pack.h"
+#include "ptepack/pack/pack.h"
 
 namespace ptepack::cli {
 

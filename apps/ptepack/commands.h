@@ -7,7 +7,7 @@
 #include <string>
 
 #include "ptepack/io/progress.h"
-#include "ptepack/packing/pack.h"
+#include "ptepack/pack/pack.h"
 
 namespace ptepack::cli {
 

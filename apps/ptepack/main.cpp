@@ -17,7 +17,7 @@
 #include "commands.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/memory_return.h"
-#include "ptepack/formats/manifest.h"
+#include "ptepack/containers/manifest.h"
 #include "ptepack/io/output_file.h"
 
 namespace {

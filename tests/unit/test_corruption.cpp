@@ -18,9 +18,9 @@
 
 #include "ptepack/base/error.h"
 #include "ptepack/dump/dump.h"
-#include "ptepack/formats/manifest.h"
-#include "ptepack/formats/zip.h"
-#include "ptepack/packing/pack.h"
+#include "ptepack/containers/manifest.h"
+#include "ptepack/containers/zip.h"
+#include "ptepack/pack/pack.h"
 #include "ptepack/verify/verify.h"
 
 namespace fs = std::filesystem;

@@ -15,10 +15,12 @@
 #include "ptepack/base/byte_reader.h"
 #include "ptepack/base/checked.h"
 #include "ptepack/base/error.h"
-#include "ptepack/formats/flat_tensor.h"
+#include "ptepack/containers/flat_tensor.h"
 #include "ptepack/hash/sha256.h"
 #include "ptepack/schema/flat_tensor_generated.h"
-#include "verify/program_checks.h"
+#include "graph/program_checks.h"
+#include "pte/data_checks.h"
+#include "verify/verify_support.h"
 
 namespace fs = std::filesystem;
 namespace fbs = flat_tensor_flatbuffer;

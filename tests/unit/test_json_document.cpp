@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "formats/json_document.h"
+#include "json/json_document.h"
 #include "ptepack/base/error.h"
 
 namespace ptepack {

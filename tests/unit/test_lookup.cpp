@@ -8,7 +8,7 @@
 #include <string>
 
 #include "ptepack/base/ordered_cursor.h"
-#include "ptepack/model/tensor.h"
+#include "ptepack/tensors/tensor.h"
 
 using namespace ptepack;
 

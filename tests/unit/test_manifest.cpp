@@ -5,10 +5,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "formats/json_writer.h"
+#include "json/json_writer.h"
 #include "ptepack/base/error.h"
-#include "ptepack/formats/json_util.h"
-#include "ptepack/formats/manifest.h"
+#include "ptepack/json/json_util.h"
+#include "ptepack/containers/manifest.h"
 
 namespace ptepack {
 namespace {

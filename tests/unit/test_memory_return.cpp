@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "ptepack/base/memory_return.h"
-#include "ptepack/packing/pack.h"
+#include "ptepack/pack/pack.h"
 #include "test_support.h"
 
 namespace {

@@ -2,8 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include "ptepack/base/error.h"
-#include "ptepack/model/program_walk.h"
-#include "ptepack/transforms/merge.h"
+#include "ptepack/graph/program_walk.h"
+#include "ptepack/graph/merge.h"
 #include "test_support.h"
 
 using namespace ptepack;

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "packing/pack_internal.h"
+#include "pack/pack_internal.h"
 #include "ptepack/base/error.h"
 #include "ptepack/hash/parallel_hash.h"
-#include "ptepack/packing/pack.h"
+#include "ptepack/pack/pack.h"
 #include "test_support.h"
 
 using namespace ptepack;

@@ -9,7 +9,7 @@
 #include "ptepack/base/error.h"
 #include "ptepack/hash/parallel_hash.h"
 #include "ptepack/io/pipelined_writer.h"
-#include "ptepack/packing/file_content.h"
+#include "ptepack/core/file_content.h"
 #include "test_support.h"
 
 using ptepack::Error;

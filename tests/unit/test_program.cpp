@@ -2,9 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include "ptepack/base/error.h"
-#include "ptepack/formats/program.h"
+#include "ptepack/graph/program.h"
 #include "ptepack/io/input_file.h"
-#include "ptepack/model/program_access.h"
+#include "ptepack/graph/program_access.h"
 #include "test_support.h"
 
 using namespace ptepack;

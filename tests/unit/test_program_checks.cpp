@@ -5,10 +5,12 @@
 #include <map>
 #include <set>
 
-#include "ptepack/transforms/merge.h"
-#include "ptepack/transforms/program_keys.h"
+#include "ptepack/graph/merge.h"
+#include "ptepack/graph/program_keys.h"
 #include "test_support.h"
-#include "verify/program_checks.h"
+#include "graph/program_checks.h"
+#include "pte/data_checks.h"
+#include "verify/verify_support.h"
 
 using namespace ptepack;
 

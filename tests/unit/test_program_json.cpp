@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "ptepack/base/error.h"
-#include "ptepack/formats/program.h"
+#include "ptepack/graph/program.h"
 #include "test_support.h"
 
 using namespace ptepack;

@@ -16,7 +16,7 @@
 
 #include "ptepack/base/byte_reader.h"
 #include "ptepack/base/error.h"
-#include "ptepack/formats/pte.h"
+#include "ptepack/pte/pte.h"
 #include "ptepack/hash/sha256.h"
 #include "ptepack/schema/pte_program_generated.h"
 #include "test_support.h"

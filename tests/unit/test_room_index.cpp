@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "packing/room_index.h"
+#include "core/room_index.h"
 #include "test_support.h"
 
 using ptepack::detail::RoomIndex;

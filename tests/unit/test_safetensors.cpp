@@ -15,8 +15,8 @@
 
 #include "ptepack/base/byte_reader.h"
 #include "ptepack/base/error.h"
-#include "ptepack/formats/json_util.h"
-#include "ptepack/formats/safetensors.h"
+#include "ptepack/json/json_util.h"
+#include "ptepack/containers/safetensors.h"
 #include "ptepack/hash/sha256.h"
 #include "test_support.h"
 

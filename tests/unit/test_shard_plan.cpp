@@ -5,9 +5,9 @@
 #include <map>
 
 #include "ptepack/base/error.h"
-#include "ptepack/packing/pack.h"
-#include "ptepack/packing/shard_layout.h"
-#include "ptepack/packing/shard_plan.h"
+#include "ptepack/pack/pack.h"
+#include "ptepack/core/shard_layout.h"
+#include "ptepack/core/shard_plan.h"
 #include "test_support.h"
 
 using namespace ptepack;

@@ -10,7 +10,7 @@
 #include <random>
 #include <string>
 
-#include "ptepack/formats/artifact.h"
+#include "ptepack/artifact/artifact.h"
 
 namespace ptepack::test {
 

@@ -16,7 +16,7 @@
 
 #include "ptepack/base/byte_reader.h"
 #include "ptepack/base/error.h"
-#include "ptepack/formats/zip.h"
+#include "ptepack/containers/zip.h"
 
 namespace fs = std::filesystem;
 using ptepack::Error;

@@ -8,12 +8,12 @@
 #include <map>
 #include <set>
 
-#include "diff_pte.h"
+#include "diff/diff_pte.h"
 #include "verify/directory_check.h"
 #include "ptepack/base/error.h"
-#include "ptepack/formats/artifact.h"
+#include "ptepack/artifact/artifact.h"
 #include "ptepack/hash/parallel_hash.h"
-#include "ptepack/transforms/program_keys.h"
+#include "ptepack/graph/program_keys.h"
 
 namespace ptepack {
 namespace {

@@ -1,5 +1,5 @@
 // diff for .pte programs: each program resolved as the runtime loads it, then compared by content.
-#include "diff_pte.h"
+#include "diff/diff_pte.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -9,7 +9,7 @@
 #include <optional>
 #include <set>
 
-#include "plan_compare.h"
+#include "diff/plan_compare.h"
 #include "ptepack/base/error.h"
 #include "ptepack/hash/parallel_hash.h"
 #include "ptepack/schema/pte_program_generated.h"

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "ptepack/diff/diff.h"
-#include "ptepack/formats/artifact.h"
+#include "ptepack/artifact/artifact.h"
 
 namespace ptepack::detail {
 

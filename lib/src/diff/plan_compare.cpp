@@ -1,5 +1,5 @@
 // Execution plans compared as the runtime uses them: values, instructions, delegates, buffers.
-#include "plan_compare.h"
+#include "diff/plan_compare.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

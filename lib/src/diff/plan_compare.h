@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ptepack/diff/diff.h"
-#include "ptepack/formats/pte.h"
+#include "ptepack/pte/pte.h"
 #include "ptepack/hash/sha256.h"
 
 namespace ptepack::detail {

@@ -13,21 +13,21 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../formats/json_writer.h"
-#include "ptepack/formats/json_util.h"
+#include "json/json_writer.h"
+#include "ptepack/json/json_util.h"
 
-#include "dump_pte.h"
-#include "graph_dot.h"
-#include "graph_text.h"
-#include "text_wrap.h"
+#include "pte/dump_pte.h"
+#include "dump/graph_dot.h"
+#include "graph/graph_text.h"
+#include "dump/text_wrap.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
 #include "ptepack/base/ordered_cursor.h"
-#include "ptepack/formats/artifact.h"
+#include "ptepack/artifact/artifact.h"
 #include "ptepack/hash/parallel_hash.h"
 #include "ptepack/io/progress.h"
-#include "ptepack/transforms/program_keys.h"
-#include "ptepack/transforms/validate.h"
+#include "ptepack/graph/program_keys.h"
+#include "ptepack/graph/validate.h"
 
 namespace ptepack {
 namespace {
@@ -513,7 +513,11 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
   };
 
   ProgramDump programs;
-  if (!artifact.pte_programs.empty()) programs = dump_programs(artifact, options);
+  if (!artifact.pte_programs.empty()) {
+    programs = dump_programs({artifact.pte_programs, artifact.data,
+                              artifact.manifest ? &*artifact.manifest : nullptr},
+                             options.graph, options.jobs);
+  }
 
   if (options.json) {
     // The document's fields in json_text's order (bytewise by name), streamed:

@@ -1,7 +1,7 @@
 // `dump --graph=dot`: any program as a Graphviz digraph, one cluster per method.
-#include "graph_dot.h"
+#include "dump/graph_dot.h"
 
-#include "graph_text.h"
+#include "graph/graph_text.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -9,9 +9,9 @@
 #include <map>
 
 #include "ptepack/base/error.h"
-#include "ptepack/model/program_access.h"
+#include "ptepack/graph/program_access.h"
 #include "ptepack/schema/pte_program_generated.h"
-#include "ptepack/transforms/validate.h"
+#include "ptepack/graph/validate.h"
 
 namespace ptepack {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "ptepack/formats/artifact.h"
+#include "ptepack/artifact/artifact.h"
 
 namespace ptepack {
 

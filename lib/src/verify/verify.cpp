@@ -9,15 +9,17 @@
 #include <algorithm>
 #include <set>
 
-#include "program_checks.h"
+#include "graph/program_checks.h"
+#include "pte/data_checks.h"
+#include "verify/verify_support.h"
 #include "ptepack/base/error.h"
-#include "ptepack/formats/artifact.h"
-#include "ptepack/formats/flat_tensor.h"
-#include "ptepack/formats/json_util.h"
-#include "ptepack/formats/safetensors.h"
-#include "ptepack/formats/zip.h"
+#include "ptepack/artifact/artifact.h"
+#include "ptepack/containers/flat_tensor.h"
+#include "ptepack/json/json_util.h"
+#include "ptepack/containers/safetensors.h"
+#include "ptepack/containers/zip.h"
 #include "ptepack/hash/parallel_hash.h"
-#include "ptepack/transforms/validate.h"
+#include "ptepack/graph/validate.h"
 
 namespace ptepack {
 namespace fs = std::filesystem;

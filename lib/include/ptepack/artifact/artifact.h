@@ -1,0 +1,71 @@
+// Any ptepack artifact opened for reading: sniffed by content, tensors resolved.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ptepack/containers/manifest.h"
+#include "ptepack/graph/program.h"
+#include "ptepack/pte/pte.h"
+#include "ptepack/tensors/tensor.h"
+
+namespace ptepack {
+
+enum class ArtifactKind {
+  package,            // .ptn ZIP
+  directory,          // packed output directory (or its manifest.json)
+  program,            // .ptg or JSON program, with optional data files
+  ptd,                // FlatTensor data file
+  safetensors,        // one safetensors file
+  safetensors_index,  // *.safetensors.index.json
+  pte,                // ExecuTorch program, with optional .ptd data files
+  programs,           // directory of .pte programs (manifest version 2)
+};
+
+[[nodiscard]] std::string_view artifact_kind_name(ArtifactKind kind);
+
+struct Artifact {
+  ArtifactKind kind = ArtifactKind::program;
+  std::string name;                       // as given, for messages
+  std::filesystem::path root;             // the file, or the output directory
+  ProgramBuffer program;                  // program graph artifacts; empty otherwise
+  ProgramPtr program_tree;                // instead of `program`, loaded as ProgramForm::tree
+  uint64_t program_file_bytes = 0;        // size of the program as stored (.ptg or JSON)
+  std::vector<ProgramFile> pte_programs;  // pte and programs artifacts
+  TensorTable data;  // every readable key; aliases point at their owner's bytes
+  std::map<std::string, std::string> aliases;  // alias key -> owner key
+  std::optional<Manifest> manifest;            // directory artifacts
+  std::vector<std::string> data_files;         // data sources read (program artifacts)
+};
+
+// How a program graph is kept: the checked flatbuffer, read in place (dump,
+// verify, diff), or its object tree (pack, which renames in it), unpacked
+// before any data file is read so the two are never held with the data.
+enum class ProgramForm { buffer, tree };
+
+// Opens `path`. For a program, `data_paths` (the @DATA list) supplies tensors;
+// when empty and `use_default_data`, the same-stem .safetensors or
+// .safetensors.index.json beside the program is used if present.
+[[nodiscard]] Artifact load_artifact(const std::filesystem::path& path,
+                                     const std::vector<std::filesystem::path>& data_paths = {},
+                                     bool use_default_data = true,
+                                     ProgramForm form = ProgramForm::buffer);
+
+// Reads one data file (.safetensors, *.safetensors.index.json or .ptd) into a table.
+[[nodiscard]] TensorTable load_data_file(const std::filesystem::path& path);
+
+// The directory and manifest path for a directory artifact given as either.
+struct DirectoryPaths {
+  std::filesystem::path dir;
+  std::filesystem::path manifest;
+};
+[[nodiscard]] DirectoryPaths directory_paths(const std::filesystem::path& path);
+
+// Opens a file that must sit directly inside `dir` as a regular file (no symlink).
+[[nodiscard]] InputFilePtr open_inside(const std::filesystem::path& dir, const std::string& name,
+                                       const std::string& context);
+
+}  // namespace ptepack

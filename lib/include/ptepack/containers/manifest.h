@@ -1,0 +1,103 @@
+// manifest.json of a packed output directory: the model, its JSON form, and a strict reader.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ptepack/hash/sha256.h"
+#include "ptepack/io/input_file.h"
+#include "ptepack/tensors/tensor.h"
+
+namespace ptepack {
+
+struct ManifestProgram {
+  std::string file;
+  std::string sha256;
+  uint64_t size = 0;
+};
+
+// Version 2: one .pte program of a directory of programs.
+struct ManifestProgramEntry {
+  std::string file;
+  std::string sha256;
+  uint64_t size = 0;
+  std::vector<std::string> methods;     // execution plan names, in order
+  std::vector<std::string> shards;      // the shard files it needs, in the order to load them
+  std::vector<std::string> named_data;  // keys it reads as named data, in program order
+};
+
+struct ManifestShard {
+  std::string file;
+  std::string sha256;
+  uint64_t size = 0;
+  uint64_t payload_bytes = 0;
+  std::vector<std::string> keys;  // sorted; every key readable from this file
+};
+
+struct ManifestTensor {
+  std::string shard;
+  Digest sha256{};  // written and read as 64 lowercase hex digits
+  uint64_t nbytes = 0;
+  DType dtype = DType::BYTE;
+  Shape shape;
+  bool is_mutable = false;
+  std::optional<std::string> alias_of;
+  std::vector<uint8_t> dim_order = {};  // version 2: recorded when not the identity
+  bool opaque = false;                  // version 2: stored without a tensor layout
+};
+
+struct Manifest {
+  int version = 1;                             // 1: program graph; 2: .pte programs
+  ManifestProgram program;                     // version 1
+  std::vector<ManifestProgramEntry> programs;  // version 2
+  std::string shard_format;                    // "ptd" or "safetensors"
+  std::optional<uint64_t> max_shard_bytes;     // null when uncapped
+  std::string cap_mode;                        // "file" or "payload"
+  // "oversize": "own-shard": a shard may exceed the cap when it holds one stored tensor.
+  bool oversize_own_shard = false;
+  std::vector<ManifestShard> shards;
+  std::map<std::string, ManifestTensor> tensors;
+  std::vector<std::string> state;  // every state key, with or without data
+  uint64_t total_size = 0;         // metadata.total_size
+  // The file's weight_map is derived data (weight_map_of): the reader checks
+  // it and keeps nothing of it.
+};
+
+// One entry of a shard's key list.
+struct ShardKey {
+  std::string_view key;
+  uint32_t shard = 0;     // index into Manifest::shards
+  uint32_t position = 0;  // index into that shard's keys
+};
+// Every shard's keys in one list sorted by key; a key several shards list
+// comes once per shard, in shard order. Views into m.shards.
+[[nodiscard]] std::vector<ShardKey> sorted_shard_keys(const Manifest& m);
+
+// key -> file of the first shard listing it, sorted by key: the manifest's
+// weight_map and the safetensors index's. Views into m.shards.
+using WeightMap = std::vector<std::pair<std::string_view, std::string_view>>;
+[[nodiscard]] WeightMap weight_map_of(const Manifest& m);
+// The same from sorted_shard_keys(m), when it is at hand.
+[[nodiscard]] WeightMap weight_map_of(const Manifest& m, const std::vector<ShardKey>& sorted);
+
+inline constexpr std::string_view kManifestFormat = "ptepack.manifest";
+inline constexpr int kManifestVersion = 1;          // program-graph directories
+inline constexpr int kManifestProgramsVersion = 2;  // directories of .pte programs
+
+// Stable JSON text: fields in schema order, maps sorted, 2-space indent, final newline.
+[[nodiscard]] std::string manifest_to_json(const Manifest& manifest);
+// Strict reader: every field present with the right type, file names plain
+// (no '/', '\\', '..', leading '.', or empty). Errors: invalid_input "<context>: ...".
+[[nodiscard]] Manifest parse_manifest(std::string_view text, const std::string& context);
+// A manifest.json file, refused before it is read when above
+// Limits::max_manifest_bytes, then parsed (its text freed once parsed).
+[[nodiscard]] Manifest read_manifest_file(const InputFile& file, const std::string& context);
+// True when `name` is a plain file name safe to join to the output directory.
+[[nodiscard]] bool is_plain_file_name(std::string_view name);
+
+}  // namespace ptepack

@@ -1,0 +1,107 @@
+// `pack`: inputs -> merged, deduplicated program -> .ptn package or shard directory.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ptepack/io/progress.h"
+#include "ptepack/core/shard_plan.h"
+#include "ptepack/graph/merge.h"
+
+namespace ptepack {
+
+// One INPUT argument: `[METHOD=]PATH[@DATA[,DATA...]]`.
+struct InputSpec {
+  std::optional<std::string> method;
+  std::filesystem::path path;
+  std::vector<std::filesystem::path> data;
+};
+
+// Parses an INPUT argument. A string naming an existing file or directory is
+// always a plain PATH; otherwise `METHOD=` is split at the first '=' (when it
+// comes before any '@'; the method name is validated later), and `@DATA` at
+// the first '@' after that.
+[[nodiscard]] InputSpec parse_input_spec(const std::string& text);
+// The argument of dump, verify and diff: `PATH[@DATA[,DATA...]]`, split like an
+// INPUT but with no METHOD= (an '=' belongs to the path).
+[[nodiscard]] InputSpec parse_artifact_spec(const std::string& text);
+
+struct PackOptions {
+  std::vector<std::string> inputs;
+  std::filesystem::path output;
+  unsigned jobs = 0;  // 0: all cores
+  ShardingOptions sharding;
+  std::string shard_prefix = "weights";
+  bool dry_run = false;
+  bool force = false;  // replace an existing directory that is not a ptepack output
+  // Keep every renamed key in the summary; false counts them only (a
+  // 1,000,000-tensor pack renames about 750,000 keys: 140 MB of strings).
+  bool list_renames = true;
+  // A .ptn or a program-graph directory holding at least this many bytes of
+  // tensors is written while it is hashed, on dedup groups predicted from
+  // samples of the bytes, and written again if the digests disagree
+  // (docs/performance.md); 0: hash, then write.
+  uint64_t write_while_hashing_from = 256ULL << 20;
+  ProgressMode progress = ProgressMode::never;  // --progress
+};
+
+struct ShardSummary {
+  std::string file;   // empty in a dry run (names come from the written bytes)
+  uint64_t size = 0;  // exact when written; the planner's bound in a dry run
+  uint64_t payload_bytes = 0;
+  std::vector<std::string> keys;
+};
+
+// A .pte program written by pack (directory of programs, or a .pte output).
+struct ProgramSummary {
+  std::string file;   // its file name in the output
+  std::string input;  // where it came from
+  std::vector<std::string> methods;
+  std::vector<std::string> shards;  // data files it needs, in load order (empty in a dry run)
+  size_t shard_count = 0;
+  uint64_t size = 0;
+};
+
+struct PackSummary {
+  std::string output;
+  bool package = false;
+  bool dry_run = false;
+  ShardingOptions sharding;
+  std::vector<std::pair<std::string, std::string>> methods;  // method, input
+  std::vector<KeyRename> renames;  // empty unless PackOptions::list_renames
+  uint64_t renamed_keys = 0;       // listed or not
+  std::vector<std::string> state;
+  std::map<std::string, std::string> aliases;  // alias -> owner
+  uint64_t tensors = 0;                        // keys with data
+  uint64_t unique_tensors = 0;                 // stored contents
+  uint64_t logical_bytes = 0;                  // sum of every key's bytes
+  uint64_t stored_bytes = 0;                   // unique bytes stored
+  uint64_t dropped_keys = 0;
+  uint64_t dropped_bytes = 0;
+  std::vector<ShardSummary> shards;
+  uint64_t output_bytes = 0;             // total bytes written (or planned)
+  bool written_while_hashing = false;    // written on the plan the digests confirmed
+  double elapsed_seconds = 0;            // wall time of the whole pack call
+  std::vector<ProgramSummary> programs;  // .pte inputs
+  std::vector<std::string> notes;        // advice that is not an error
+};
+
+// Runs the whole command. Nothing is written on error or in a dry run;
+// an existing output is replaced atomically at the very end.
+[[nodiscard]] PackSummary pack(const PackOptions& options);
+
+// The summary pack prints: a few lines; `verbose` lists every rename, state key and shard.
+[[nodiscard]] std::string render_pack_text(const PackSummary& summary, bool verbose = false);
+[[nodiscard]] std::string render_pack_json(const PackSummary& summary);
+
+// SIZE for --max-shard-bytes: bytes, or K/M/G (10^3..) and KiB/MiB/GiB (2^10..).
+[[nodiscard]] uint64_t parse_size(const std::string& text);
+// The single-file output forms, told by extension in any case (x.PTN is a package too).
+[[nodiscard]] bool is_package_path(const std::filesystem::path& output);  // NAME.ptn
+[[nodiscard]] bool is_program_path(const std::filesystem::path& output);  // NAME.pte
+
+}  // namespace ptepack

@@ -1,0 +1,355 @@
+// Artifact sniffing and loading: packages, directories, programs and data files.
+#include "ptepack/artifact/artifact.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <exception>
+
+#include "ptepack/base/error.h"
+#include "ptepack/base/parallel.h"
+#include "ptepack/containers/flat_tensor.h"
+#include "ptepack/json/json_util.h"
+#include "ptepack/containers/safetensors.h"
+#include "ptepack/containers/zip.h"
+#include "ptepack/hash/parallel_hash.h"
+#include "ptepack/hash/sha256.h"
+#include "ptepack/io/progress.h"
+
+namespace ptepack {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string head_of(const fs::path& path) {
+  auto file = InputFile::open(path);
+  auto n = std::min<uint64_t>(file->size(), 64);
+  auto bytes = file->read_range(0, n);
+  return {bytes.begin(), bytes.end()};
+}
+
+// Moves every entry of `from` into `into` (nodes relinked, keys not copied).
+// A key both hold stays behind in `from`: the smallest is reported.
+void merge_table(TensorTable& into, TensorTable&& from, const std::string& source) {
+  into.merge(from);
+  if (!from.empty()) {
+    fail_input("{}: key {} is also provided by another data file", source,
+               quote(from.begin()->first));
+  }
+}
+
+void keep_program(Artifact& a, ProgramBuffer buffer, ProgramForm form) {
+  if (form == ProgramForm::tree) {
+    a.program_tree = unpack_program(std::move(buffer));
+  } else {
+    a.program = std::move(buffer);
+  }
+}
+
+void load_package(Artifact& a, ProgramForm form) {
+  auto file = InputFile::open(a.root);
+  auto members = zip::read_directory(*file);
+  const zip::Member* program = nullptr;
+  const zip::Member* weights = nullptr;
+  const zip::Member* aliases = nullptr;
+  for (const auto& m : members) {
+    if (m.name == "program.ptg")
+      program = &m;
+    else if (m.name == "program.safetensors")
+      weights = &m;
+    else if (m.name == "aliases.json")
+      aliases = &m;
+    else
+      fail_input("{}: unexpected member {} in package", a.name, quote(m.name));
+  }
+  if (program == nullptr) fail_input("{}: package has no program.ptg member", a.name);
+  if (program->size > Limits::max_program_bytes) {
+    fail_input("{}:program.ptg: {} bytes exceeds the program size limit", a.name, program->size);
+  }
+  auto bytes = file->read_range(program->data_offset, program->size);
+  if (zip::crc32_update(0, bytes) != program->crc32) {
+    fail_input("{}:program.ptg: CRC-32 does not match the stored bytes (corrupt package)", a.name);
+  }
+  a.program_file_bytes = bytes.size();
+  keep_program(a, read_program_buffer(std::move(bytes), a.name + ":program.ptg"), form);
+  if (weights != nullptr) {
+    // The package carries no digests, only CRC-32s: check them so a damaged
+    // package is never repacked or shown as if whole.
+    std::vector<uint8_t> buffer;
+    if (!zip::crc_matches(*file, *weights, buffer)) {
+      fail_input("{}:program.safetensors: CRC-32 does not match the stored bytes (corrupt package)",
+                 a.name);
+    }
+    a.data = safetensors::read(file, weights->data_offset, weights->size,
+                               a.name + ":program.safetensors")
+                 .tensors;
+  }
+  if (aliases == nullptr) return;
+  auto context = a.name + ":aliases.json";
+  if (aliases->size > Limits::max_header_bytes)
+    fail_input("{}: {} bytes exceeds the limit", context, aliases->size);
+  auto raw = file->read_range(aliases->data_offset, aliases->size);
+  if (zip::crc32_update(0, raw) != aliases->crc32)
+    fail_input("{}: CRC-32 does not match the stored bytes", context);
+  auto json = parse_json_strict(
+      std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()), context);
+  if (!json.is_object()) fail_input("{}: expected a JSON object of alias -> owner", context);
+  for (const auto& [alias, owner_json] : json.items()) {
+    if (!owner_json.is_string())
+      fail_input("{}: owner of {} is not a string", context, quote(alias));
+    auto owner = owner_json.get<std::string>();
+    if (a.data.count(alias))
+      fail_input("{}: alias {} is also stored in program.safetensors", context, quote(alias));
+    if (json.contains(owner))
+      fail_input("{}: owner {} of {} is itself an alias", context, quote(owner), quote(alias));
+    auto it = a.data.find(owner);
+    if (it == a.data.end())
+      fail_input("{}: owner {} of {} is not in program.safetensors", context, quote(owner),
+                 quote(alias));
+    a.aliases.emplace(alias, owner);
+  }
+  for (const auto& [alias, owner] : a.aliases) a.data.emplace(alias, a.data.at(owner));
+}
+
+void load_graph_program(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
+                        const std::string& manifest_name, ProgramForm form);
+void load_shards(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
+                 const std::string& manifest_name);
+
+void load_directory(Artifact& a, ProgramForm form) {
+  auto paths = directory_paths(a.root);
+  a.root = paths.dir;
+  auto manifest_file = InputFile::open(paths.manifest);
+  a.manifest = read_manifest_file(*manifest_file, manifest_file->name());
+  const auto& m = *a.manifest;
+  if (m.version == kManifestProgramsVersion) {
+    a.kind = ArtifactKind::programs;
+    for (const auto& entry : m.programs) {
+      auto file = open_inside(paths.dir, entry.file, manifest_file->name());
+      if (file->size() != entry.size ||
+          to_hex(hash_ranges({ByteRange{file, 0, file->size()}}, 0).front()) != entry.sha256) {
+        fail_input("{}: size or SHA-256 differs from the manifest (corrupt input)", file->name());
+      }
+      a.pte_programs.push_back({entry.file, pte::read(file), entry.named_data});
+    }
+    load_shards(a, paths, m, manifest_file->name());
+    return;
+  }
+  // The program and the shards are independent: read them at once (each a
+  // good share of a many-tensor dump; a small program is not worth a thread).
+  // Errors are raised program first, as when they are read one after the other.
+  std::exception_ptr errors[2];
+  const unsigned jobs = m.program.size >= kOverlapProgramBytes ? effective_jobs(0) : 1;
+  parallel_for(2, jobs, [&](size_t task) {
+    try {
+      if (task == 0) {
+        load_graph_program(a, paths, m, manifest_file->name(), form);
+      } else {
+        load_shards(a, paths, m, manifest_file->name());
+      }
+    } catch (...) {
+      errors[task] = std::current_exception();
+    }
+  });
+  for (const auto& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+}
+
+void load_graph_program(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
+                        const std::string& manifest_name, ProgramForm form) {
+  auto program_file = open_inside(paths.dir, m.program.file, manifest_name);
+  if (program_file->size() > Limits::max_program_bytes) {
+    fail_input("{}: program of {} bytes exceeds the limit", program_file->name(),
+               program_file->size());
+  }
+  auto program_bytes = program_file->read_range(0, program_file->size());
+  if (program_bytes.size() != m.program.size || to_hex(sha256(program_bytes)) != m.program.sha256) {
+    fail_input("{}: size or SHA-256 differs from the manifest (corrupt input)",
+               program_file->name());
+  }
+  a.program_file_bytes = program_bytes.size();
+  keep_program(a, read_program_buffer(std::move(program_bytes), program_file->name()), form);
+}
+
+void load_shards(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
+                 const std::string& manifest_name) {
+  for (const auto& shard : m.shards) {
+    auto file = open_inside(paths.dir, shard.file, manifest_name);
+    TensorTable table =
+        m.shard_format == "ptd" ? ptd::read_file(file).tensors : safetensors::read(file).tensors;
+    merge_table(a.data, std::move(table), file->name());
+  }
+  for (const auto& [key, t] : m.tensors) {
+    if (a.data.count(key)) continue;
+    if (!t.alias_of) fail_input("{}: tensor {} is in no shard", manifest_name, quote(key));
+    auto owner = a.data.find(*t.alias_of);
+    if (owner == a.data.end()) {
+      fail_input("{}: tensor {} is an alias of {}, which is in no shard", manifest_name, quote(key),
+                 quote(*t.alias_of));
+    }
+    a.aliases.emplace(key, *t.alias_of);
+  }
+  for (const auto& [alias, owner] : a.aliases) a.data.emplace(alias, a.data.at(owner));
+  for (const auto& [key, t] : m.tensors) {
+    if (t.alias_of && !a.aliases.count(key)) a.aliases.emplace(key, *t.alias_of);
+    a.data.at(key).expected_sha256 = t.sha256;
+  }
+}
+
+// A .pte program; its EXTERNAL tensors come from .ptd data files (@DATA, or
+// the same-stem .ptd beside it when the program has EXTERNAL tensors).
+void load_pte(Artifact& a, const fs::path& path, const std::vector<fs::path>& data_paths,
+              bool use_default_data) {
+  a.kind = ArtifactKind::pte;
+  ProgramFile entry{path.filename().string(), pte::read(InputFile::open(path)), std::nullopt};
+  std::vector<fs::path> sources = data_paths;
+  bool external = std::any_of(entry.program.tensors.begin(), entry.program.tensors.end(),
+                              [](const auto& t) { return t.storage == pte::Storage::external; });
+  if (sources.empty() && use_default_data && external) {
+    auto candidate = path;
+    candidate.replace_extension(".ptd");
+    std::error_code ec;
+    if (fs::exists(candidate, ec)) sources.push_back(candidate);
+  }
+  for (const auto& source : sources) {
+    auto head = head_of(source);
+    if (head.size() < 8 || head.compare(4, 4, "FT01") != 0) {
+      fail(ErrorCode::usage, "{}: data for a .pte program must be .ptd files", source.string());
+    }
+    merge_table(a.data, ptd::read_file(InputFile::open(source)).tensors, source.string());
+    a.data_files.push_back(source.string());
+  }
+  a.pte_programs.push_back(std::move(entry));
+}
+
+}  // namespace
+
+std::string_view artifact_kind_name(ArtifactKind kind) {
+  switch (kind) {
+    case ArtifactKind::package:
+      return "ptn package";
+    case ArtifactKind::directory:
+      return "packed directory";
+    case ArtifactKind::program:
+      return "program graph";
+    case ArtifactKind::ptd:
+      return "ptd data file";
+    case ArtifactKind::safetensors:
+      return "safetensors file";
+    case ArtifactKind::safetensors_index:
+      return "safetensors index";
+    case ArtifactKind::pte:
+      return "pte program";
+    case ArtifactKind::programs:
+      return "directory of programs";
+  }
+  return "artifact";
+}
+
+DirectoryPaths directory_paths(const fs::path& path) {
+  if (fs::is_directory(path)) return {path, path / "manifest.json"};
+  auto dir = path.parent_path();
+  return {dir.empty() ? fs::path(".") : dir, path};
+}
+
+InputFilePtr open_inside(const fs::path& dir, const std::string& name, const std::string& context) {
+  if (!is_plain_file_name(name))
+    fail_input("{}: {} is not a plain file name", context, quote(name));
+  auto path = dir / name;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0)
+    fail(ErrorCode::io, "{}: cannot open {}: missing", context, path.string());
+  if (S_ISLNK(st.st_mode))
+    fail_input("{}: {} is a symbolic link (refused)", context, path.string());
+  if (!S_ISREG(st.st_mode)) fail_input("{}: {} is not a regular file", context, path.string());
+  return InputFile::open(path);
+}
+
+TensorTable load_data_file(const fs::path& path) {
+  auto name = path.filename().string();
+  if (ends_with(name, ".safetensors.index.json")) return safetensors::read_index(path);
+  auto head = head_of(path);
+  if (head.size() >= 8 && head.compare(4, 4, "FT01") == 0)
+    return ptd::read_file(InputFile::open(path)).tensors;
+  if (ends_with(name, ".safetensors")) return safetensors::read(InputFile::open(path)).tensors;
+  fail(ErrorCode::usage,
+       "{}: unknown data file type (expected .safetensors, .safetensors.index.json or .ptd)",
+       path.string());
+}
+
+Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_paths,
+                       bool use_default_data, ProgramForm form) {
+  Artifact a;
+  a.name = path.string();
+  a.root = path;
+  std::error_code ec;
+  auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status)) fail(ErrorCode::io, "{}: no such file or directory", a.name);
+  auto filename = path.filename().string();
+  auto no_data = [&] {
+    if (!data_paths.empty()) {
+      fail(ErrorCode::usage, "{}: @DATA gives a program its data files; this input carries its own data",
+           a.name);
+    }
+  };
+  if (fs::is_directory(status) || filename == "manifest.json") {
+    no_data();
+    a.kind = ArtifactKind::directory;
+    load_directory(a, form);
+    return a;
+  }
+  if (ends_with(filename, ".safetensors.index.json")) {
+    a.kind = ArtifactKind::safetensors_index;
+    a.data = safetensors::read_index(path);
+    return a;
+  }
+  auto head = head_of(path);
+  if (head.size() >= 4 && head.compare(0, 4, "PK\x03\x04") == 0) {
+    no_data();
+    a.kind = ArtifactKind::package;
+    load_package(a, form);
+    return a;
+  }
+  if (head.size() >= 8 && head.compare(4, 4, "FT01") == 0) {
+    a.kind = ArtifactKind::ptd;
+    a.data = ptd::read_file(InputFile::open(path)).tensors;
+    return a;
+  }
+  if (ends_with(filename, ".safetensors")) {
+    a.kind = ArtifactKind::safetensors;
+    a.data = safetensors::read(InputFile::open(path)).tensors;
+    return a;
+  }
+  if (pte::looks_like_pte(std::span(reinterpret_cast<const uint8_t*>(head.data()), head.size())) ||
+      path.extension() == ".pte") {
+    load_pte(a, path, data_paths, use_default_data);
+    return a;
+  }
+  a.kind = ArtifactKind::program;
+  keep_program(a, read_program_file_buffer(path, &a.program_file_bytes), form);
+  std::vector<fs::path> sources = data_paths;
+  if (sources.empty() && use_default_data) {
+    auto stem = path;
+    stem.replace_extension();
+    for (const char* ext : {".safetensors", ".safetensors.index.json"}) {
+      auto candidate = fs::path(stem.string() + ext);
+      if (fs::exists(candidate, ec)) {
+        sources.push_back(candidate);
+        break;
+      }
+    }
+  }
+  for (const auto& source : sources) {
+    merge_table(a.data, load_data_file(source), source.string());
+    a.data_files.push_back(source.string());
+  }
+  return a;
+}
+
+}  // namespace ptepack

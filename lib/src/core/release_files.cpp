@@ -1,0 +1,53 @@
+// A packed directory's files by name and digest, and the download between two releases.
+#include "ptepack/core/release_files.h"
+
+#include <algorithm>
+#include <map>
+
+#include "ptepack/containers/safetensors.h"
+#include "ptepack/hash/sha256.h"
+
+namespace ptepack {
+
+std::vector<ReleaseFile> release_files(const Manifest& manifest) {
+  std::vector<ReleaseFile> files;
+  if (manifest.version == kManifestProgramsVersion) {
+    for (const auto& p : manifest.programs) files.push_back({p.file, p.sha256, p.size});
+  } else {
+    files.push_back({manifest.program.file, manifest.program.sha256, manifest.program.size});
+  }
+  for (const auto& s : manifest.shards) files.push_back({s.file, s.sha256, s.size});
+  if (manifest.shard_format == "safetensors") {
+    const auto index = safetensors::index_json(manifest.total_size, weight_map_of(manifest));
+    files.push_back({"model.safetensors.index.json", to_hex(sha256(std::string_view(index))),
+                     index.size()});
+  }
+  std::sort(files.begin(), files.end(),
+            [](const ReleaseFile& x, const ReleaseFile& y) { return x.file < y.file; });
+  return files;
+}
+
+FileDelta file_delta(const std::vector<ReleaseFile>& old_files,
+                     const std::vector<ReleaseFile>& new_files) {
+  std::map<std::string_view, std::string_view> old_digest;
+  for (const auto& f : old_files) old_digest.emplace(f.file, f.sha256);
+  std::map<std::string_view, std::string_view> new_digest;
+  for (const auto& f : new_files) new_digest.emplace(f.file, f.sha256);
+  FileDelta delta;
+  for (const auto& f : new_files) {
+    auto it = old_digest.find(f.file);
+    if (it != old_digest.end() && it->second == f.sha256) {
+      delta.unchanged.push_back(f);
+    } else {
+      delta.added.push_back(f);
+      delta.download_bytes += f.size;
+    }
+  }
+  for (const auto& f : old_files) {
+    auto it = new_digest.find(f.file);
+    if (it == new_digest.end() || it->second != f.sha256) delta.removed.push_back(f);
+  }
+  return delta;
+}
+
+}  // namespace ptepack

@@ -1,0 +1,73 @@
+// pack's packed-directory inputs, checked with verify's own directory checks.
+#include <filesystem>
+
+#include "pack/pack_internal.h"
+#include "verify/directory_check.h"
+
+namespace ptepack::detail {
+
+struct DirectoryInputs::Slot {
+  VerifyOptions options;
+  VerifyReport report;
+  std::unique_ptr<DirectoryCheck> check;
+};
+
+DirectoryInputs::DirectoryInputs() = default;
+DirectoryInputs::~DirectoryInputs() {
+  if (background_.joinable()) background_.join();
+}
+
+void DirectoryInputs::reserve(size_t inputs, unsigned jobs) {
+  slots_.resize(inputs);
+  jobs_ = jobs;
+}
+
+void DirectoryInputs::check_structure(size_t slot, const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec) && path.filename() != "manifest.json") return;
+  if (!std::filesystem::exists(directory_paths(path).manifest, ec)) return;  // the reader says
+  auto s = std::make_unique<Slot>();
+  s->options.jobs = jobs_;
+  s->check = std::make_unique<DirectoryCheck>(path, s->options, s->report);
+  // Refused with every line verify would print: the bytes too, when the
+  // structure already has problems and the manifest could be read.
+  if (s->check->structure() && !s->report.problems.empty()) s->check->bytes(nullptr);
+  raise_problems(s->report);
+  slots_.at(slot) = std::move(s);
+}
+
+uint64_t DirectoryInputs::hash_total() const {
+  uint64_t total = 0;
+  for (const auto& s : slots_) {
+    if (s) total += s->check->hash_total();
+  }
+  return total;
+}
+
+void DirectoryInputs::check_bytes(Progress* progress) {
+  for (const auto& s : slots_) {
+    if (!s) continue;
+    s->check->bytes(progress);
+    raise_problems(s->report);
+  }
+}
+
+void DirectoryInputs::start_bytes(Progress* progress) {
+  bool any = false;
+  for (const auto& s : slots_) any = any || s != nullptr;
+  if (!any) return;
+  background_ = std::thread([this, progress] {
+    try {
+      check_bytes(progress);
+    } catch (...) {
+      background_error_ = std::current_exception();
+    }
+  });
+}
+
+void DirectoryInputs::finish_bytes() {
+  if (background_.joinable()) background_.join();
+  if (background_error_) std::rethrow_exception(background_error_);
+}
+
+}  // namespace ptepack::detail

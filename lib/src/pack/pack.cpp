@@ -1,0 +1,351 @@
+// pack orchestration: load, merge, hash, plan, then write atomically (or only print the plan).
+#include "ptepack/base/parallel.h"
+#include "ptepack/pack/pack.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <exception>
+#include <optional>
+#include <set>
+#include <string_view>
+
+#include "pack/pack_internal.h"
+#include "ptepack/base/error.h"
+#include "ptepack/base/memory_return.h"
+#include "ptepack/base/ordered_cursor.h"
+#include "ptepack/artifact/artifact.h"
+#include "ptepack/hash/parallel_hash.h"
+
+namespace ptepack {
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path canonical_or_self(const fs::path& p) {
+  std::error_code ec;
+  auto c = fs::weakly_canonical(p, ec);
+  return ec ? p : c;
+}
+
+void check_options(const PackOptions& options) {
+  const auto& s = options.sharding;
+  if (options.output.empty()) fail(ErrorCode::usage, "no output given (-o OUTPUT)");
+  if (options.output == "-") {
+    fail(ErrorCode::usage,
+         "-o -: pack writes files, not standard output; name a .ptn file, a .pte file or a "
+         "directory");
+  }
+  if (s.alignment < 16 || (s.alignment & (s.alignment - 1)) != 0) {
+    fail(ErrorCode::usage, "--alignment {} must be a power of two >= 16", s.alignment);
+  }
+  const auto& prefix = options.shard_prefix;
+  bool prefix_ok =
+      !prefix.empty() && prefix.size() <= 100 && prefix.front() != '.' &&
+      prefix.find_first_not_of(
+          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
+  if (!prefix_ok) {
+    fail(ErrorCode::usage,
+         "--shard-prefix {} must be letters, digits, '.', '_' or '-' (not starting with '.')",
+         quote(prefix));
+  }
+  if ((is_package_path(options.output) || is_program_path(options.output)) && s.max_shard_bytes) {
+    fail(ErrorCode::usage, "--max-shard-bytes applies to directory outputs, not to a {}",
+         is_package_path(options.output) ? ".ptn package" : ".pte program");
+  }
+}
+
+}  // namespace
+
+namespace {
+
+bool has_extension(const fs::path& path, std::string_view lower) {
+  auto extension = path.extension().string();
+  return std::equal(
+      extension.begin(), extension.end(), lower.begin(), lower.end(),
+      [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+}
+
+}  // namespace
+
+// Matched in any case: x.PTN is a package too.
+bool is_package_path(const fs::path& output) { return has_extension(output, ".ptn"); }
+bool is_program_path(const fs::path& output) { return has_extension(output, ".pte"); }
+
+namespace detail {
+
+void check_output_target(const PackOptions& options, const std::vector<fs::path>& input_paths) {
+  // Output and inputs as absolute, normalised paths: equal, inside (an input
+  // directory) or containing (a directory output replaces its whole tree).
+  auto target = canonical_or_self(fs::absolute(options.output)).lexically_normal();
+  auto within = [](const fs::path& inner, const fs::path& outer) {
+    auto rel = inner.lexically_relative(outer);
+    return !rel.empty() && *rel.begin() != ".." && rel != ".";
+  };
+  for (const auto& input : input_paths) {
+    auto in = canonical_or_self(fs::absolute(input)).lexically_normal();
+    if (in == target || within(target, in) || within(in, target)) {
+      fail(ErrorCode::usage, "{}: output would overwrite input {}", options.output.string(),
+           input.string());
+    }
+  }
+  std::error_code ec;
+  auto status = fs::symlink_status(options.output, ec);
+  if (!fs::exists(status)) {
+    // Missing parents are made when the output is written; one that is a file cannot be.
+    for (auto parent = options.output.parent_path();
+         !parent.empty() && parent != parent.root_path(); parent = parent.parent_path()) {
+      auto parent_status = fs::status(parent, ec);
+      if (fs::exists(parent_status)) {
+        if (!fs::is_directory(parent_status)) {
+          fail(ErrorCode::io, "{}: {} is not a directory", options.output.string(),
+               parent.string());
+        }
+        break;
+      }
+    }
+    return;
+  }
+  bool package = is_package_path(options.output) || is_program_path(options.output);
+  if (package && !fs::is_regular_file(status)) {
+    fail(ErrorCode::usage, "{}: exists and is not a regular file", options.output.string());
+  }
+  if (!package) {
+    if (!fs::is_directory(status)) {
+      fail(ErrorCode::usage, "{}: exists and is not a directory", options.output.string());
+    }
+    bool empty = fs::is_empty(options.output, ec);
+    bool ours = fs::exists(options.output / "manifest.json", ec);
+    if (!empty && !ours && !options.force) {
+      fail(ErrorCode::usage,
+           "{}: refusing to replace a non-empty directory that is not a ptepack output (use "
+           "--force)",
+           options.output.string());
+    }
+  }
+}
+
+void add_read_paths(const Artifact& artifact, std::vector<fs::path>& paths) {
+  paths.push_back(artifact.root);
+  for (const auto& d : artifact.data_files) paths.emplace_back(d);
+  std::set<const InputFile*> seen;
+  for (const auto& [key, t] : artifact.data) {
+    if (t.bytes.file && seen.insert(t.bytes.file.get()).second)
+      paths.push_back(t.bytes.file->path());
+  }
+  for (const auto& p : artifact.pte_programs) {
+    if (seen.insert(p.program.file.get()).second) paths.push_back(p.program.file->path());
+  }
+}
+
+void summarize_groups(const std::vector<StoredTensor>& tensors,
+                      const std::vector<StorageGroup>& groups, PackSummary& summary,
+                      Progress* progress) {
+  summary.tensors = tensors.size();
+  summary.unique_tensors = groups.size();
+  summary.logical_bytes = 0;
+  summary.stored_bytes = 0;
+  for (const auto& t : tensors) summary.logical_bytes += t.data.bytes.size;
+  for (const auto& g : groups) {
+    summary.stored_bytes += g.nbytes;
+    for (size_t k = 1; k < g.members.size(); ++k) {
+      summary.aliases.emplace(tensors[g.members[k]].key, tensors[g.members[0]].key);
+    }
+  }
+  if (progress != nullptr) progress->set_write_total(summary.stored_bytes);
+}
+
+}  // namespace detail
+
+namespace {
+
+PackSummary pack_once(const PackOptions& options) {
+  check_options(options);
+  if (options.inputs.empty()) fail(ErrorCode::usage, "no inputs given");
+  if (detail::holds_programs(parse_input_spec(options.inputs.front()).path) ||
+      is_program_path(options.output)) {
+    return detail::pack_programs(options);
+  }
+
+  std::vector<MergeInput> merge_inputs;
+  std::vector<fs::path> input_paths;
+  uint64_t program_file_bytes = 0;  // about the merged program's size
+  PackSummary summary;
+  // Inputs are read and checked on `-j` threads, each alone (most of a
+  // many-tensor pack is parsing its programs); their errors are then raised in
+  // command-line order, so the first failing input is the one reported, as when
+  // they are loaded one after another.
+  std::vector<InputSpec> specs(options.inputs.size());
+  std::vector<Artifact> loaded(options.inputs.size());
+  std::vector<std::exception_ptr> errors(options.inputs.size());
+  detail::DirectoryInputs directories;
+  directories.reserve(options.inputs.size(), options.jobs);
+  parallel_for(options.inputs.size(), effective_jobs(options.jobs), [&](size_t i) {
+    try {
+      specs[i] = parse_input_spec(options.inputs[i]);
+      directories.check_structure(i, specs[i].path);
+      // merge renames in the object tree
+      loaded[i] = load_artifact(specs[i].path, specs[i].data, true, ProgramForm::tree);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  });
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    if (errors[i]) std::rethrow_exception(errors[i]);
+    const auto& spec = specs[i];
+    auto& artifact = loaded[i];
+    if (!artifact.pte_programs.empty()) {
+      fail(ErrorCode::usage,
+           "{}: .pte programs cannot be packed together with program graphs (a directory of "
+           "programs comes first, or its manifest.json was rewritten by hand)",
+           artifact.name);
+    }
+    if (!artifact.program_tree) {
+      fail(ErrorCode::usage, "{}: a {} holds no program; pass it as @DATA of a program input",
+           artifact.name, artifact_kind_name(artifact.kind));
+    }
+    detail::add_read_paths(artifact, input_paths);
+    program_file_bytes += artifact.program_file_bytes;
+    MergeInput in{artifact.name, std::move(artifact.program_tree), std::move(artifact.data),
+                  spec.method};
+    merge_inputs.push_back(std::move(in));
+  }
+  if (!options.dry_run) detail::check_output_target(options, input_paths);
+
+  for (const auto& in : merge_inputs) {
+    for (const auto& m : in.program->methods) {
+      summary.methods.emplace_back(in.rename_method ? *in.rename_method : m->name, in.name);
+    }
+  }
+  detail::PreparedPack prepared;
+  prepared.merged =
+      merge_programs(std::move(merge_inputs), effective_jobs(options.jobs), options.list_renames);
+  auto& merged = prepared.merged;
+  summary.output = options.output.string();
+  summary.package = is_package_path(options.output);
+  summary.dry_run = options.dry_run;
+  summary.sharding = options.sharding;
+  summary.renames = std::move(merged.renames);
+  summary.renamed_keys = merged.renamed_keys;
+  summary.state.assign(merged.state.begin(), merged.state.end());
+  summary.dropped_keys = merged.dropped_keys;
+  summary.dropped_bytes = merged.dropped_bytes;
+
+  {
+    // From here to the encoded program, far more is freed than allocated: the
+    // merged table as its entries move into one list, then the program as it
+    // is encoded into fresh pages. Freed pages go back at once.
+    PromptMemoryReturn prompt;
+    // Tensors and state keys are both ordered by key: one walk marks the state.
+    prepared.tensors.reserve(merged.tensors.size());
+    OrderedCursor state(merged.state);
+    while (!merged.tensors.empty()) {
+      auto entry = merged.tensors.extract(merged.tensors.begin());
+      const bool is_state = state.contains(entry.key());
+      prepared.tensors.push_back({std::move(entry.key()), std::move(entry.mapped()), {}, is_state});
+    }
+    // Only the program's bytes are needed from here on.
+    prepared.program = write_program_buffer(std::move(merged.program), program_file_bytes);
+  }
+  detail::check_readable_size(fmt::format("{}: the merged program", options.output.string()),
+                              prepared.program.size(), Limits::max_program_bytes);
+
+  Progress progress;
+  // A tensor of a packed directory has the digest its manifest records, proven
+  // when that directory's bytes are checked; every other tensor is hashed.
+  uint64_t total = directories.hash_total();
+  std::vector<ByteRange> ranges;
+  std::vector<size_t> hashed;  // index into prepared.tensors of each range
+  for (size_t i = 0; i < prepared.tensors.size(); ++i) {
+    const auto& t = prepared.tensors[i];
+    if (t.data.expected_sha256) continue;
+    ranges.push_back(t.data.bytes);
+    hashed.push_back(i);
+    total += t.data.bytes.size;
+  }
+  progress.set_hash_total(total);
+  if (!options.dry_run) progress.expect_writes();
+  progress.start(options.progress);
+  auto hash = [&] {
+    directories.check_bytes(&progress);
+    auto digests = hash_ranges(ranges, options.jobs, &progress);
+    for (auto& t : prepared.tensors) {
+      if (t.data.expected_sha256) t.sha256 = *t.data.expected_sha256;
+    }
+    for (size_t i = 0; i < digests.size(); ++i) prepared.tensors[hashed[i]].sha256 = digests[i];
+  };
+  auto make_output = [&] {
+    return std::make_unique<AtomicOutput>(
+        options.output, summary.package ? AtomicOutput::Kind::file : AtomicOutput::Kind::directory);
+  };
+
+  std::unique_ptr<AtomicOutput> output;
+  std::optional<detail::PackageSpeculation> package_speculation;
+  std::optional<detail::DirectorySpeculation> directory_speculation;
+  // A large output is written while it is hashed, on the dedup groups
+  // predicted from samples; the digests then confirm them or it is written
+  // again (the bytes are the same either way). Not at -j1, not where the
+  // output would need new directories, and not when it cannot be created:
+  // an input's error then still comes first, as when hashing comes first.
+  std::error_code ec;
+  auto target = options.output;  // `-o out/` names `out`, as AtomicOutput reads it
+  if (target.filename().empty()) target = target.parent_path();
+  const auto parent = target.parent_path();
+  if (!options.dry_run && effective_jobs(options.jobs) > 1 &&
+      (parent.empty() || fs::is_directory(parent, ec)) &&
+      detail::worth_writing_while_hashing(prepared.tensors, options.write_while_hashing_from)) {
+    try {
+      output = make_output();
+    } catch (const Error&) {
+      output.reset();
+    }
+    if (output && summary.package) {
+      package_speculation =
+          detail::write_package_while_hashing(prepared, *output, &progress, summary, hash);
+    } else if (output) {
+      directory_speculation = detail::write_directory_while_hashing(prepared, options, *output,
+                                                                    &progress, summary, hash);
+    }
+  }
+  const bool speculated = package_speculation || directory_speculation;
+  if (!speculated) {
+    hash();
+    if (!options.dry_run && !output) output = make_output();
+  }
+  bool confirmed = false;
+  if (package_speculation) {
+    confirmed = detail::confirm_package(prepared, *package_speculation, &progress, summary);
+  } else if (directory_speculation) {
+    confirmed = detail::confirm_directory(prepared, *directory_speculation, options, *output,
+                                          &progress, summary);
+  }
+  if (!confirmed) {
+    if (speculated) {  // the prediction failed: a fresh output
+      output.reset();
+      output = make_output();
+      progress.restart_writes();
+    }
+    if (summary.package) {
+      detail::write_package(prepared, output.get(), &progress, summary);
+    } else {
+      detail::write_directory(prepared, options, output.get(), &progress, summary);
+    }
+  }
+  progress.stop();
+  if (output) output->commit();
+  return summary;
+}
+
+}  // namespace
+
+PackSummary pack(const PackOptions& options) {
+  auto start = std::chrono::steady_clock::now();
+  auto summary = pack_once(options);
+  summary.elapsed_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return summary;
+}
+
+}  // namespace ptepack

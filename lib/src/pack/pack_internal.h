@@ -1,0 +1,211 @@
+// Shared between the pack orchestration and the two output writers.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "ptepack/artifact/artifact.h"
+#include "ptepack/containers/manifest.h"
+#include "ptepack/io/output_file.h"
+#include "ptepack/io/progress.h"
+#include "ptepack/core/file_content.h"
+#include "ptepack/pack/pack.h"
+#include "ptepack/core/storage.h"
+
+namespace ptepack::detail {
+
+// Everything decided before the first byte is written.
+struct PreparedPack {
+  MergedProgram merged;
+  std::vector<StoredTensor> tensors;    // sorted by key
+  flatbuffers::DetachedBuffer program;  // the final .ptg
+  [[nodiscard]] std::string_view program_bytes() const {
+    return {reinterpret_cast<const char*>(program.data()), program.size()};
+  }
+};
+
+// Fill `summary` with the plan; when `output` is non-null, also write into its
+// temporary path (the caller commits).
+void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress* progress,
+                   PackSummary& summary);
+// A package written on predicted dedup groups, and what the writer summarized.
+struct PackageSpeculation {
+  std::vector<StorageGroup> groups;
+  PackSummary summary;
+  std::exception_ptr write_error;  // raised only if the prediction holds
+};
+
+// Whether an output of these tensors (a package or a directory) is worth
+// writing while it is hashed: at least `from_bytes` of tensors (0: never),
+// and little to sample.
+[[nodiscard]] bool worth_writing_while_hashing(const std::vector<StoredTensor>& tensors,
+                                               uint64_t from_bytes);
+
+// Predicts the package's dedup groups from samples of the bytes of every
+// tensor whose length another shares (writing each tensor's prediction into
+// its sha256), then writes the package on them into `output` on a thread of
+// its own while hash() runs on this one. hash() must give every tensor its
+// real digest. Throws hash()'s error (after the writer has stopped).
+[[nodiscard]] PackageSpeculation write_package_while_hashing(PreparedPack& prepared,
+                                                             AtomicOutput& output,
+                                                             Progress* progress,
+                                                             const PackSummary& summary,
+                                                             const std::function<void()>& hash);
+
+// True when the real digests give the predicted groups: the written package
+// is then byte for byte what write_package writes, and `summary` gets its
+// figures (or the writer's error is thrown). False leaves `summary` alone;
+// the package must be written again.
+[[nodiscard]] bool confirm_package(const PreparedPack& prepared, PackageSpeculation& speculation,
+                                   Progress* progress, PackSummary& summary);
+
+// Runs write() on a thread of its own while hash() runs on this one; the
+// writer's error goes to `write_error` (for the caller to raise only if the
+// prediction it wrote on holds). An error of hash() asks the writer to stop
+// at its next chunk, waits for it, and is rethrown.
+void write_beside_hashing(const std::function<void(const std::stop_token&)>& write,
+                          const std::function<void()>& hash, std::exception_ptr& write_error);
+// Gives every tensor a predicted digest (its sha256 field): for one whose byte
+// length another tensor shares, the digest of three 4 KiB samples (start,
+// middle, end; all of it up to 12 KiB); for the others one of their own.
+// Equal bytes get equal predictions; unequal bytes almost always differ.
+void predict_digests(std::vector<StoredTensor>& tensors);
+// True when both list the same groups with the same members, in order.
+[[nodiscard]] bool same_groups(const std::vector<StorageGroup>& a,
+                               const std::vector<StorageGroup>& b);
+
+// Frees prepared.program once program.ptg is written.
+void write_directory(PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
+                     Progress* progress, PackSummary& summary);
+
+// A directory's dedup groups, shard plan and shard layouts.
+struct DirectoryLayout {
+  std::vector<StorageGroup> groups;
+  std::vector<PlannedShard> plan;
+  std::vector<FileContent> contents;
+};
+// What a directory's writer wrote under temporary names.
+struct WrittenFiles {
+  Digest program{};
+  uint64_t program_size = 0;
+  std::vector<Digest> shards;  // SHA-256 of each planned shard's file
+};
+// A directory written on predicted dedup groups, and what the writer summarized.
+struct DirectorySpeculation {
+  DirectoryLayout layout;
+  PackSummary summary;
+  WrittenFiles files;
+  std::exception_ptr write_error;  // raised only if the prediction holds
+};
+// The directory form of write_package_while_hashing: predicts the groups
+// (predict_digests), plans and lays out the shards on them, and writes
+// program.ptg and the shards on a thread of its own while hash() runs on this
+// one. Nullopt, before hash() is called, when the predicted plan fails (the
+// caller hashes and plans as usual, so the error comes in its usual order).
+[[nodiscard]] std::optional<DirectorySpeculation> write_directory_while_hashing(
+    PreparedPack& prepared, const PackOptions& options, AtomicOutput& output, Progress* progress,
+    const PackSummary& summary, const std::function<void()>& hash);
+// True when the real digests give the predicted groups: the shards written are
+// then byte for byte what write_directory writes; they are named and the
+// manifest written, and `summary` gets its figures (or the writer's error is
+// thrown). False leaves `summary` alone; the directory must be written again.
+[[nodiscard]] bool confirm_directory(PreparedPack& prepared, DirectorySpeculation& speculation,
+                                     const PackOptions& options, AtomicOutput& output,
+                                     Progress* progress, PackSummary& summary);
+
+// Shard helpers shared by the program-graph and .pte directory writers.
+Digest write_small_file(const std::filesystem::path& path, const std::string& display,
+                        std::string_view bytes);
+// Refuses (invalid_input, naming the file) an output of `size` bytes above a
+// limit its readers enforce: pack never writes what dump and verify refuse.
+void check_readable_size(const std::string& display, uint64_t size, uint64_t limit);
+// manifest.json, refused above Limits::max_manifest_bytes. Returns its size.
+uint64_t write_manifest(const std::filesystem::path& dir, const std::string& display,
+                        const Manifest& manifest);
+// plan_shards, with the output named in its errors.
+[[nodiscard]] std::vector<PlannedShard> plan_for_output(const std::vector<StoredTensor>& tensors,
+                                                        const std::vector<StorageGroup>& groups,
+                                                        const PackOptions& options);
+// Exact layout of every planned shard; fills summary.shards and adds to output_bytes.
+[[nodiscard]] std::vector<FileContent> lay_out_shards(const std::vector<StoredTensor>& tensors,
+                                                      const std::vector<StorageGroup>& groups,
+                                                      const std::vector<PlannedShard>& plan,
+                                                      const PackOptions& options,
+                                                      PackSummary& summary);
+// Writes the shards under content names, in parallel; fills their names into
+// summary and the manifest's shard fields, shards, tensors and weight_map.
+void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
+                  const std::vector<PlannedShard>& plan, const std::vector<FileContent>& contents,
+                  const PackOptions& options, AtomicOutput& output, Progress* progress,
+                  PackSummary& summary, Manifest& manifest);
+
+// True when PATH is a .pte program or a directory (or manifest) of programs.
+[[nodiscard]] bool holds_programs(const std::filesystem::path& path);
+// Every path an input artifact reads: itself, its data files, every file its
+// tensors live in (index and manifest shards), its programs.
+void add_read_paths(const Artifact& artifact, std::vector<std::filesystem::path>& paths);
+// Refuses outputs equal to, inside or containing any input path (usage error
+// naming both), and outputs that would clobber an unrelated directory.
+void check_output_target(const PackOptions& options,
+                         const std::vector<std::filesystem::path>& input_paths);
+
+// The .pte front end's pack (inputs are .pte programs or directories of them).
+[[nodiscard]] PackSummary pack_programs(const PackOptions& options);
+
+// Summary fields shared by both writers: dedup, aliases and byte counts.
+// Also tells `progress` how many bytes the writer will copy.
+void summarize_groups(const std::vector<StoredTensor>& tensors,
+                      const std::vector<StorageGroup>& groups, PackSummary& summary,
+                      Progress* progress);
+
+}  // namespace ptepack::detail
+
+namespace ptepack::detail {
+
+class DirectoryCheck;
+
+// The packed directories among pack's inputs, checked exactly as `verify`
+// checks them (the same code): a damaged input is refused with verify's
+// problem lines and exit code, and nothing is written. The structure is
+// checked before the input is read; the bytes (shard and program files whole,
+// every tensor) in one parallel pass where pack hashes its inputs, after which
+// every digest the manifests record is proven and none of those tensors is
+// hashed again.
+class DirectoryInputs {
+ public:
+  DirectoryInputs();
+  ~DirectoryInputs();
+  DirectoryInputs(const DirectoryInputs&) = delete;
+  DirectoryInputs& operator=(const DirectoryInputs&) = delete;
+
+  // Sizes the list for `inputs` slots (each filled by at most one thread).
+  void reserve(size_t inputs, unsigned jobs);
+  // When `path` is a packed directory or its manifest: its structure checks;
+  // throws verify_failed with their problems.
+  void check_structure(size_t slot, const std::filesystem::path& path);
+  [[nodiscard]] uint64_t hash_total() const;
+  // Every checked directory's bytes; throws verify_failed with the problems.
+  void check_bytes(Progress* progress);
+  // The same on a thread of its own, while the output is planned and written
+  // on the digests the manifests record; finish_bytes() joins it and throws
+  // what check_bytes would (again at every call), and must come before the
+  // output is committed, and before any other error is reported (a damaged
+  // input explains it).
+  void start_bytes(Progress* progress);
+  void finish_bytes();
+
+ private:
+  struct Slot;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  unsigned jobs_ = 0;
+  std::exception_ptr background_error_;
+  std::thread background_;
+};
+
+}  // namespace ptepack::detail

@@ -1,0 +1,276 @@
+// pack for .pte programs: weights out into shared shards (-o DIR) or back in (-o NAME.pte).
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <tuple>
+
+#include "pack/pack_internal.h"
+#include "ptepack/base/error.h"
+#include "ptepack/artifact/artifact.h"
+#include "ptepack/pte/externalize.h"
+
+namespace ptepack::detail {
+namespace {
+
+namespace fs = std::filesystem;
+
+FileContent program_content(const pte::Layout& layout) {
+  FileContent content;
+  content.size = layout.file_size;
+  content.pieces.push_back({0, layout.head, {}});
+  for (const auto& [offset, range] : layout.pieces) content.pieces.push_back({offset, {}, range});
+  return content;
+}
+
+Digest write_file(OutputFile& file, const FileContent& content, Progress* progress) {
+  StreamOptions stream;
+  stream.sha256 = true;
+  auto digest = write_content(file, content, stream, progress).sha256;
+  file.finish(content.size);
+  return digest;
+}
+
+struct Inputs {
+  DirectoryInputs directories;
+  std::vector<Artifact> artifacts;
+  std::vector<ProgramSource> sources;
+  std::vector<fs::path> paths;  // every file read, for the output check
+};
+
+void load_inputs(const PackOptions& options, Inputs& in) {
+  in.directories.reserve(options.inputs.size(), options.jobs);
+  for (size_t i = 0; i < options.inputs.size(); ++i) {
+    const auto& text = options.inputs[i];
+    auto spec = parse_input_spec(text);
+    if (spec.method) {
+      fail(ErrorCode::usage, "{}: METHOD= renames program-graph methods, not .pte programs", text);
+    }
+    in.directories.check_structure(i, spec.path);
+    auto artifact = load_artifact(spec.path, spec.data);
+    if (artifact.pte_programs.empty()) {
+      fail(ErrorCode::usage, "{}: a {} cannot be packed together with .pte programs", artifact.name,
+           artifact_kind_name(artifact.kind));
+    }
+    add_read_paths(artifact, in.paths);
+    in.artifacts.push_back(std::move(artifact));
+  }
+  std::set<std::string> names;
+  for (const auto& a : in.artifacts) {
+    for (const auto& p : a.pte_programs) {
+      std::string display = a.kind == ArtifactKind::programs ? (a.root / p.file).string() : a.name;
+      if (p.file == "manifest.json" || p.file.ends_with(".ptd") || !is_plain_file_name(p.file)) {
+        fail(ErrorCode::usage,
+             "{}: a program keeps its file name in the output directory, and {} is reserved "
+             "there (manifest.json, .ptd shards); rename the file",
+             display, quote(p.file));
+      }
+      if (!names.insert(p.file).second) {
+        fail(ErrorCode::usage, "{}: two inputs are programs named {}; each keeps its file name",
+             display, quote(p.file));
+      }
+      in.sources.push_back({display, &p, &a.data});
+    }
+  }
+}
+
+// The digests packed directories record, proven by their checks: not hashed again.
+void add_proven_digests(const Inputs& in, RangeDigests& digests) {
+  for (const auto& a : in.artifacts) {
+    for (const auto& [key, t] : a.data) {
+      if (t.expected_sha256) digests.set(t.bytes, *t.expected_sha256);
+    }
+  }
+}
+
+ProgramSummary program_summary(const ProgramSource& s, uint64_t size) {
+  return {s.file->file, s.name, s.file->program.plans, {}, 0, size};
+}
+
+PackSummary inline_one(const PackOptions& options, Inputs& in, const RangeDigests& digests,
+                       Progress& progress, PackSummary summary) {
+  if (in.sources.size() != 1) {
+    fail(ErrorCode::usage, "{}: a .pte output holds one program; the inputs hold {}",
+         options.output.string(), in.sources.size());
+  }
+  const auto& source = in.sources.front();
+  auto rewrite = inline_program(source, digests);
+  rewrite.alignment = options.sharding.alignment;
+  auto content = program_content(pte::rewrite(source.file->program, rewrite));
+  summary.programs.push_back(program_summary(source, content.size));
+  summary.programs.back().file = options.output.filename().string();
+  summary.output_bytes = content.size;
+  std::set<std::tuple<const InputFile*, uint64_t, uint64_t>> named;
+  for (const auto& c : rewrite.constants) summary.stored_bytes += c.size;
+  for (const auto& [key, range] : rewrite.named_data) {
+    summary.logical_bytes += range.size;
+    if (named.emplace(range.file.get(), range.offset, range.size).second)
+      summary.stored_bytes += range.size;
+  }
+  const auto& tensors = source.file->program.tensors;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (rewrite.tensors[i].kind != pte::TensorEdit::Kind::constant) continue;
+    summary.logical_bytes += rewrite.constants[rewrite.tensors[i].buffer].size;
+    ++summary.tensors;
+  }
+  summary.tensors += rewrite.named_data.size();
+  summary.unique_tensors = rewrite.constants.size() + named.size();
+  if (options.dry_run) return summary;
+  progress.set_write_total(content.size);
+  AtomicOutput output(options.output, AtomicOutput::Kind::file);
+  OutputFile file = output.file();
+  write_file(file, content, &progress);
+  in.directories.finish_bytes();  // hashing may still show progress until here
+  progress.stop();
+  output.commit();
+  return summary;
+}
+
+PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& digests,
+                        Progress& progress, PackSummary summary) {
+  digests.compute(options.jobs, &progress);
+  for (const auto& s : in.sources) {
+    for (const auto& plan : s.file->program.plans) summary.methods.emplace_back(plan, s.name);
+  }
+  if (is_program_path(options.output)) {
+    auto out = inline_one(options, in, digests, progress, std::move(summary));
+    progress.stop();
+    return out;
+  }
+
+  auto set = externalize(in.sources, digests);
+  for (const auto& p : set.programs) {
+    summary.renamed_keys += p.renames.size();
+    if (options.list_renames)
+      summary.renames.insert(summary.renames.end(), p.renames.begin(), p.renames.end());
+  }
+  const auto& tensors = set.tensors;
+  auto groups = group_tensors(tensors, DedupRule::bytes);
+  summarize_groups(tensors, groups, summary, &progress);
+  auto plan = plan_for_output(tensors, groups, options);
+  auto contents = lay_out_shards(tensors, groups, plan, options, summary);
+
+  std::map<std::string, size_t> shard_of;
+  for (size_t s = 0; s < summary.shards.size(); ++s) {
+    for (const auto& key : summary.shards[s].keys) shard_of.emplace(key, s);
+  }
+  std::vector<FileContent> programs;
+  std::vector<std::vector<size_t>> needs(in.sources.size());
+  for (size_t p = 0; p < in.sources.size(); ++p) {
+    auto& rewrite = set.programs[p].rewrite;
+    rewrite.alignment = options.sharding.alignment;
+    programs.push_back(program_content(pte::rewrite(in.sources[p].file->program, rewrite)));
+    std::set<size_t> shards;
+    for (const auto& key : set.programs[p].keys) shards.insert(shard_of.at(key));
+    needs[p].assign(shards.begin(), shards.end());
+    summary.programs.push_back(program_summary(in.sources[p], programs.back().size));
+    summary.programs.back().shard_count = needs[p].size();
+    summary.output_bytes += programs.back().size;
+    if (needs[p].size() > 1) {
+      summary.notes.push_back(fmt::format(
+          "{} needs {} data files: C++ Module(program, {{files...}}) on ExecuTorch 1.1+ loads "
+          "them; ExecuTorch 1.0 and the Python bindings take one (pack without "
+          "--max-shard-bytes for one)",
+          in.sources[p].file->file, needs[p].size()));
+    }
+  }
+  if (options.dry_run) {
+    progress.stop();
+    return summary;
+  }
+
+  AtomicOutput output(options.output, AtomicOutput::Kind::directory);
+  const auto& dir = output.temp_path();
+  auto display = [&](const std::string& name) { return output.display_name(name); };
+  Manifest manifest;
+  manifest.version = kManifestProgramsVersion;
+  for (size_t p = 0; p < in.sources.size(); ++p) {
+    const auto& name = in.sources[p].file->file;
+    OutputFile file(dir / name, display(name));
+    auto digest = write_file(file, programs[p], &progress);
+    manifest.programs.push_back({name,
+                                 to_hex(digest),
+                                 programs[p].size,
+                                 in.sources[p].file->program.plans,
+                                 {},
+                                 set.programs[p].named_keys});
+  }
+  write_shards(tensors, groups, plan, contents, options, output, &progress, summary, manifest);
+  for (size_t p = 0; p < in.sources.size(); ++p) {
+    for (size_t s : needs[p]) {
+      manifest.programs[p].shards.push_back(summary.shards[s].file);
+      summary.programs[p].shards.push_back(summary.shards[s].file);
+    }
+  }
+  summary.output_bytes += write_manifest(dir, display("manifest.json"), manifest);
+  in.directories.finish_bytes();  // hashing may still show progress until here
+  progress.stop();
+  output.commit();
+  return summary;
+}
+
+}  // namespace
+
+bool holds_programs(const fs::path& path) {
+  std::error_code ec;
+  auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status)) return false;
+  if (fs::is_directory(status) || path.filename() == "manifest.json") {
+    auto manifest = directory_paths(path).manifest;
+    if (!fs::is_regular_file(manifest, ec)) return false;
+    // The top-level version line as manifest_to_json writes it (nested fields
+    // are indented further and keys cannot hold a raw newline). A manifest in
+    // any other form reads as version 1 here and is refused by that front end.
+    auto file = InputFile::open(manifest);
+    auto bytes = file->read_range(0, std::min<uint64_t>(file->size(), Limits::max_manifest_bytes));
+    std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return text.find(fmt::format("\n  \"version\": {},", kManifestProgramsVersion)) !=
+           std::string_view::npos;
+  }
+  if (!fs::is_regular_file(status)) return false;
+  auto file = InputFile::open(path);
+  if (file->size() < 8) return false;
+  return pte::looks_like_pte(file->read_range(0, 8));
+}
+
+PackSummary pack_programs(const PackOptions& options) {
+  const std::string first = parse_input_spec(options.inputs.front()).path.string();
+  if (options.sharding.format != ShardFormat::ptd) {
+    fail(ErrorCode::usage,
+         "{}: .pte programs load their data from .ptd shards; --shard-format {} is not possible",
+         first, shard_format_name(options.sharding.format));
+  }
+  if (is_package_path(options.output)) {
+    fail(ErrorCode::usage,
+         "{}: a .ptn package holds program graphs; pack .pte programs (here {}) into a directory "
+         "or a .pte",
+         options.output.string(), first);
+  }
+  Inputs in;
+  load_inputs(options, in);
+  if (!options.dry_run) check_output_target(options, in.paths);
+
+  PackSummary summary;
+  summary.output = options.output.string();
+  summary.dry_run = options.dry_run;
+  summary.sharding = options.sharding;
+  RangeDigests digests;
+  add_proven_digests(in, digests);
+  for (const auto& s : in.sources) add_program_ranges(s, digests);
+  Progress progress;
+  progress.set_hash_total(digests.distinct_bytes() + in.directories.hash_total());
+  if (!options.dry_run) progress.expect_writes();
+  progress.start(options.progress);
+  // Directory inputs are checked while the output is planned and written on
+  // their manifests' digests; nothing is committed before the check passes.
+  in.directories.start_bytes(&progress);
+  try {
+    auto summary_out = pack_loaded(options, in, digests, progress, std::move(summary));
+    in.directories.finish_bytes();
+    return summary_out;
+  } catch (...) {
+    in.directories.finish_bytes();  // a damaged input explains any other error
+    throw;
+  }
+}
+
+}  // namespace ptepack::detail

@@ -1,0 +1,148 @@
+// Text and JSON summaries of a pack run (or of its plan, with --dry-run).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "ptepack/json/json_util.h"
+
+#include "ptepack/base/error.h"
+#include "ptepack/base/format_util.h"
+#include "ptepack/artifact/artifact.h"
+#include "ptepack/pack/pack.h"
+
+namespace ptepack {
+
+std::string render_pack_text(const PackSummary& s, bool verbose) {
+  // A few lines whatever the model's size: long lists (renames, state keys, shards) are
+  // counted, and listed only when short or with -v.
+  constexpr size_t kListed = 8;
+  std::string out;
+  auto line = [&out](const std::string& text) { out += text_line(text); };
+  auto more = [&](size_t total) {
+    if (!verbose && total > kListed)
+      line(fmt::format("  ... {} more (-v lists all)", total - kListed));
+  };
+  const bool program_file = !s.programs.empty() && is_program_path(s.output);
+  line(fmt::format(
+      "{} {} ({})", s.dry_run ? "plan for" : "packed", s.output,
+      s.package      ? "ptn package"
+      : program_file ? "pte program, every byte inside"
+                     : fmt::format("directory, {} shards", shard_format_name(s.sharding.format))));
+  line(fmt::format("methods: {}", s.methods.size()));
+  for (const auto& [method, input] : s.methods)
+    line(fmt::format("  {:<20} from {}", method, input));
+  if (!s.programs.empty()) line(fmt::format("programs: {}", s.programs.size()));
+  for (const auto& p : s.programs) {
+    std::string needs = program_file       ? std::string("loads without data files")
+                        : p.shards.empty() ? fmt::format("needs {} data file{}", p.shard_count,
+                                                         p.shard_count == 1 ? "" : "s")
+                                           : fmt::format("needs {}", fmt::join(p.shards, " "));
+    line(fmt::format("  {:<28} {:>12} bytes  {}", p.file, p.size, needs));
+  }
+  line(fmt::format("renamed keys: {}{}", s.renamed_keys,
+                   !verbose && s.renamed_keys > 0 ? " (-v lists them)" : ""));
+  if (verbose) {
+    for (const auto& r : s.renames) line(fmt::format("  {}: {} -> {}", r.method, r.from, r.to));
+  }
+  line(fmt::format("state keys: {}", s.state.size()));
+  size_t listed = 0;
+  for (const auto& k : s.state) {
+    if (!verbose && listed++ == kListed) break;
+    line(fmt::format("  {}", k));
+  }
+  more(s.state.size());
+  line(fmt::format("tensors: {} keys, {} stored, {} aliases", s.tensors, s.unique_tensors,
+                   s.aliases.size()));
+  line(fmt::format("bytes: {} referenced, {} stored, {} saved by dedup",
+                   human_bytes(s.logical_bytes), human_bytes(s.stored_bytes),
+                   human_bytes(s.logical_bytes - s.stored_bytes)));
+  if (s.dropped_keys > 0) {
+    line(fmt::format("dropped: {} unreferenced keys, {}", s.dropped_keys,
+                     human_bytes(s.dropped_bytes)));
+  }
+  if (!s.package && !program_file) {
+    const auto& cap = s.sharding.max_shard_bytes;
+    line(fmt::format("shards: {}, cap {}", s.shards.size(),
+                     cap ? fmt::format("{} ({} mode)", *cap, cap_mode_name(s.sharding.cap_mode))
+                         : std::string("none")));
+    for (size_t i = 0; i < s.shards.size() && (verbose || i < kListed); ++i) {
+      const auto& sh = s.shards[i];
+      uint64_t measured = s.sharding.cap_mode == CapMode::file ? sh.size : sh.payload_bytes;
+      line(fmt::format("  #{:<3} {:<40} {:>12} bytes  payload {:>12}  {} keys{}", i + 1,
+                       sh.file.empty() ? std::string("(named from content when written)") : sh.file,
+                       sh.size, sh.payload_bytes, sh.keys.size(),
+                       cap ? "  fill " + percent(measured, *cap) : std::string()));
+    }
+    more(s.shards.size());
+  }
+  line(s.dry_run
+           ? fmt::format("would write: {} bytes{}", s.output_bytes,
+                         s.package || program_file ? "" : " and manifest.json")
+           : fmt::format("wrote: {} bytes in {:.2f} s ({} read at {}/s)", s.output_bytes,
+                         s.elapsed_seconds, human_bytes(s.logical_bytes),
+                         human_bytes(static_cast<uint64_t>(static_cast<double>(s.logical_bytes) /
+                                                           std::max(s.elapsed_seconds, 1e-3)))));
+  for (const auto& note : s.notes) line("note: " + note);
+  return out;
+}
+
+std::string render_pack_json(const PackSummary& s) {
+  using ordered = nlohmann::json;
+  ordered j;
+  j["format"] = "ptepack.pack";
+  j["version"] = 1;
+  j["output"] = s.output;
+  const bool program_file = !s.programs.empty() && is_program_path(s.output);
+  j["kind"] = artifact_kind_name(s.package            ? ArtifactKind::package
+                                 : program_file       ? ArtifactKind::pte
+                                 : s.programs.empty() ? ArtifactKind::directory
+                                                      : ArtifactKind::programs);
+  j["dry_run"] = s.dry_run;
+  ordered methods = ordered::array();
+  for (const auto& [method, input] : s.methods)
+    methods.push_back({{"name", method}, {"input", input}});
+  j["methods"] = methods;
+  ordered renames = ordered::array();
+  for (const auto& r : s.renames)
+    renames.push_back({{"method", r.method}, {"from", r.from}, {"to", r.to}});
+  j["renames"] = renames;
+  j["state"] = s.state;
+  j["aliases"] = s.aliases;
+  j["tensor_count"] = s.tensors;
+  j["stored_tensor_count"] = s.unique_tensors;
+  j["referenced_bytes"] = s.logical_bytes;
+  j["stored_bytes"] = s.stored_bytes;
+  j["dedup_saved_bytes"] = s.logical_bytes - s.stored_bytes;
+  j["dropped_keys"] = s.dropped_keys;
+  j["dropped_bytes"] = s.dropped_bytes;
+  if (!s.package) {
+    j["shard_format"] = shard_format_name(s.sharding.format);
+    j["max_shard_bytes"] =
+        s.sharding.max_shard_bytes ? ordered(*s.sharding.max_shard_bytes) : ordered(nullptr);
+    j["cap_mode"] = cap_mode_name(s.sharding.cap_mode);
+    ordered shards = ordered::array();
+    for (const auto& sh : s.shards) {
+      shards.push_back({{"file", sh.file.empty() ? ordered(nullptr) : ordered(sh.file)},
+                        {"size", sh.size},
+                        {"payload_bytes", sh.payload_bytes},
+                        {"keys", sh.keys}});
+    }
+    j["shards"] = shards;
+  }
+  if (!s.programs.empty()) {
+    ordered programs = ordered::array();
+    for (const auto& p : s.programs) {
+      programs.push_back({{"file", p.file},
+                          {"input", p.input},
+                          {"methods", p.methods},
+                          {"size", p.size},
+                          {"shards", p.shards}});
+    }
+    j["programs"] = programs;
+    j["notes"] = s.notes;
+  }
+  j["output_bytes"] = s.output_bytes;
+  return json_text(j);
+}
+
+}  // namespace ptepack

@@ -1,0 +1,240 @@
+// .ptn writer: ZIP of program.ptg, program.safetensors (owners, sorted) and aliases.json.
+#include <array>
+#include <cstring>
+#include <thread>
+#include <unordered_map>
+
+#include "json/json_writer.h"
+#include "pack/pack_internal.h"
+#include "ptepack/containers/safetensors.h"
+#include "ptepack/containers/zip.h"
+#include "ptepack/core/file_content.h"
+
+namespace ptepack::detail {
+namespace {
+
+uint32_t crc_of(std::string_view bytes) {
+  return zip::crc32_update(
+      0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+}
+
+// The package of `groups` (summarized in `summary`); see write_package.
+void write_package_file(const PreparedPack& prepared, const std::vector<StorageGroup>& groups,
+                        AtomicOutput* output, Progress* progress, PackSummary& summary,
+                        const std::stop_token& stop = {}) {
+  const auto& tensors = prepared.tensors;
+
+  // program.safetensors holds each group's owner, in key order (groups are in owner order).
+  std::vector<safetensors::Entry> entries;
+  entries.reserve(groups.size());
+  for (const auto& g : groups) {
+    const auto& owner = tensors[g.members[0]];
+    entries.push_back({owner.key, owner.data.dtype, owner.data.shape, owner.data.bytes.size});
+  }
+  std::string aliases_text;
+  if (!summary.aliases.empty()) {
+    JsonWriter aliases;  // {"alias": "owner", ...}, ordered by alias
+    aliases.begin_object();
+    for (const auto& [alias, owner] : summary.aliases) aliases.field(alias, owner);
+    aliases.end_object();
+    aliases_text = std::move(aliases).finish();
+    check_readable_size(fmt::format("{}: aliases.json", summary.output), aliases_text.size(),
+                        Limits::max_header_bytes);
+  }
+  std::vector<std::pair<std::string, uint64_t>> members{
+      {"program.ptg", prepared.program_bytes().size()}};
+  safetensors::Layout weights;
+  if (!entries.empty()) {
+    weights = safetensors::plan_file(entries, {});
+    members.emplace_back("program.safetensors", weights.file_size);
+  }
+  if (!aliases_text.empty()) members.emplace_back("aliases.json", aliases_text.size());
+  auto archive = zip::plan_archive(members, 64);
+  summary.output_bytes = archive.end_offset;
+  if (output == nullptr) return;
+
+  std::vector<uint32_t> crcs(archive.entries.size(), 0);
+  FileContent content;
+  content.size = archive.end_offset;
+  for (size_t i = 0; i < archive.entries.size(); ++i) {
+    const auto& entry = archive.entries[i];
+    if (entry.name == "program.ptg") {
+      crcs[i] = crc_of(prepared.program_bytes());
+      content.pieces.push_back({entry.header_offset, zip::local_header(entry, crcs[i]), {}});
+      content.pieces.push_back({entry.data_offset, {}, {}, prepared.program_bytes()});
+    } else if (entry.name == "aliases.json") {
+      crcs[i] = crc_of(aliases_text);
+      content.pieces.push_back({entry.header_offset, zip::local_header(entry, crcs[i]), {}});
+      content.pieces.push_back({entry.data_offset, aliases_text, {}});
+    } else {
+      // Header written after streaming, once the CRC is known.
+      content.pieces.push_back({entry.data_offset, weights.head, {}});
+      for (size_t k = 0; k < groups.size(); ++k) {
+        const auto& owner = tensors[groups[k].members[0]];
+        content.pieces.push_back(
+            {entry.data_offset + weights.data_offsets[k], {}, owner.data.bytes});
+      }
+    }
+  }
+  // By offset; an empty piece (a tensor of zero elements) before the piece that
+  // starts where it does, so every piece starts at or after the previous one's end.
+  std::sort(content.pieces.begin(), content.pieces.end(), [](const Piece& a, const Piece& b) {
+    return std::pair(a.offset, a.size()) < std::pair(b.offset, b.size());
+  });
+
+  OutputFile file = output->file();
+  StreamOptions stream;
+  stream.stop = stop;
+  size_t weights_index = 0;
+  for (size_t i = 0; i < archive.entries.size(); ++i) {
+    if (archive.entries[i].name == "program.safetensors") {
+      weights_index = i;
+      stream.crc = std::make_pair(archive.entries[i].data_offset,
+                                  archive.entries[i].data_offset + archive.entries[i].size);
+    }
+  }
+  auto result = write_content(file, content, stream, progress);
+  if (stream.crc) {
+    crcs[weights_index] = result.crc32;
+    const auto& entry = archive.entries[weights_index];
+    file.write_at(entry.header_offset, zip::local_header(entry, result.crc32));
+  }
+  file.write_at(archive.directory_offset, zip::central_directory(archive, crcs));
+  file.finish(archive.end_offset);
+}
+
+// A prediction reads three samples of a tensor (start, middle, end), or all
+// of it when that is no more.
+constexpr uint64_t kSample = 4096;
+constexpr uint64_t kSampledBytes = 3 * kSample;
+
+// What a tensor's bytes look like from its samples: equal for equal bytes.
+Digest sample_fingerprint(const ByteRange& range) {
+  std::array<uint8_t, kSample> buffer{};
+  Sha256 hasher;
+  auto take = [&](uint64_t at, uint64_t size) {
+    auto bytes = std::span<uint8_t>(buffer.data(), static_cast<size_t>(size));
+    range.file->read_at(range.offset + at, bytes);
+    hasher.update(bytes);
+  };
+  if (range.size <= kSampledBytes) {
+    for (uint64_t at = 0; at < range.size; at += kSample)
+      take(at, std::min(kSample, range.size - at));
+  } else {
+    take(0, kSample);
+    take(range.size / 2 - kSample / 2, kSample);
+    take(range.size - kSample, kSample);
+  }
+  return hasher.finish();
+}
+
+// Tensors whose byte length no other tensor shares cannot be duplicates.
+std::vector<bool> may_have_duplicates(const std::vector<StoredTensor>& tensors) {
+  std::unordered_map<uint64_t, uint32_t> per_size;
+  for (const auto& t : tensors) {
+    if (!t.is_mutable) ++per_size[t.data.bytes.size];
+  }
+  std::vector<bool> candidate(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    candidate[i] = !tensors[i].is_mutable && per_size[tensors[i].data.bytes.size] > 1;
+  }
+  return candidate;
+}
+
+}  // namespace
+
+void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress* progress,
+                   PackSummary& summary) {
+  auto groups = group_tensors(prepared.tensors, DedupRule::dtype_shape_bytes);
+  summarize_groups(prepared.tensors, groups, summary, progress);
+  write_package_file(prepared, groups, output, progress, summary);
+}
+
+bool worth_writing_while_hashing(const std::vector<StoredTensor>& tensors, uint64_t from_bytes) {
+  if (from_bytes == 0) return false;
+  uint64_t total = 0;
+  for (const auto& t : tensors) total += t.data.bytes.size;
+  if (total < from_bytes) return false;
+  // Sampling reads up to kSampledBytes of every possible duplicate: worth it
+  // only where that is a small part of what hashing reads.
+  auto candidate = may_have_duplicates(tensors);
+  uint64_t sampled = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (candidate[i]) sampled += std::min(tensors[i].data.bytes.size, kSampledBytes);
+  }
+  return sampled <= total / 64;
+}
+
+void write_beside_hashing(const std::function<void(const std::stop_token&)>& write,
+                          const std::function<void()>& hash, std::exception_ptr& write_error) {
+  // The writer reads keys, layouts and bytes; hash() writes only digests.
+  std::jthread writer([&](const std::stop_token& stop) {
+    try {
+      write(stop);
+    } catch (...) {
+      write_error = std::current_exception();
+    }
+  });
+  try {
+    hash();
+  } catch (...) {
+    writer.request_stop();  // its output is abandoned: it stops at its next chunk
+    writer.join();
+    throw;
+  }
+  writer.join();
+}
+
+void predict_digests(std::vector<StoredTensor>& tensors) {
+  // For tensors that cannot be duplicates any digest of their own will do:
+  // their length alone keeps them apart.
+  auto candidate = may_have_duplicates(tensors);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (candidate[i]) {
+      tensors[i].sha256 = sample_fingerprint(tensors[i].data.bytes);
+    } else {
+      tensors[i].sha256 = Digest{};
+      const uint64_t index = i;
+      std::memcpy(tensors[i].sha256.data(), &index, sizeof index);
+    }
+  }
+}
+
+bool same_groups(const std::vector<StorageGroup>& a, const std::vector<StorageGroup>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t g = 0; g < a.size(); ++g) {
+    if (a[g].members != b[g].members) return false;
+  }
+  return true;
+}
+
+PackageSpeculation write_package_while_hashing(PreparedPack& prepared, AtomicOutput& output,
+                                               Progress* progress, const PackSummary& summary,
+                                               const std::function<void()>& hash) {
+  auto& tensors = prepared.tensors;
+  predict_digests(tensors);
+  PackageSpeculation speculation;
+  speculation.groups = group_tensors(tensors, DedupRule::dtype_shape_bytes);
+  speculation.summary.output = summary.output;
+  summarize_groups(tensors, speculation.groups, speculation.summary, progress);
+  write_beside_hashing(
+      [&](const std::stop_token& stop) {
+        write_package_file(prepared, speculation.groups, &output, progress, speculation.summary,
+                           stop);
+      },
+      hash, speculation.write_error);
+  return speculation;
+}
+
+bool confirm_package(const PreparedPack& prepared, PackageSpeculation& speculation,
+                     Progress* progress, PackSummary& summary) {
+  auto groups = group_tensors(prepared.tensors, DedupRule::dtype_shape_bytes);
+  if (!same_groups(groups, speculation.groups)) return false;
+  if (speculation.write_error) std::rethrow_exception(speculation.write_error);
+  summarize_groups(prepared.tensors, groups, summary, progress);
+  summary.output_bytes = speculation.summary.output_bytes;
+  summary.written_while_hashing = true;
+  return true;
+}
+
+}  // namespace ptepack::detail

@@ -1,0 +1,269 @@
+// dump of .pte programs: methods, operators, delegates, stored tensors, named data, segments.
+#include "pte/dump_pte.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <map>
+
+#include "ptepack/base/error.h"
+#include "ptepack/base/format_util.h"
+#include "ptepack/hash/parallel_hash.h"
+#include "ptepack/schema/pte_program_generated.h"
+
+namespace ptepack {
+namespace {
+
+namespace et = executorch_flatbuffer;
+using ordered = nlohmann::json;
+
+std::string layout_text(const pte::TensorInfo& t) {
+  std::string text = fmt::format(
+      "{} [{}]",
+      t.known_type ? std::string(dtype_name(t.dtype)) : fmt::format("type{}", t.scalar_type),
+      fmt::join(t.shape, ", "));
+  if (!normalized_dim_order(t.dim_order).empty()) {
+    text += fmt::format(" dim_order [{}]", fmt::join(t.dim_order, ", "));
+  }
+  return text;
+}
+
+std::string value_text(const et::ExecutionPlan& ep, int32_t index) {
+  if (ep.values() == nullptr || index < 0 || static_cast<uint32_t>(index) >= ep.values()->size()) {
+    return fmt::format("value {}", index);
+  }
+  const auto* v = ep.values()->Get(static_cast<uint32_t>(index));
+  std::string kind = et::EnumNameKernelTypes(v->val_type());
+  if (const auto* t = v->val_as_Tensor()) {
+    pte::TensorInfo info;
+    info.scalar_type = static_cast<int>(t->scalar_type());
+    auto dtype = dtype_from_ptd(info.scalar_type);
+    info.known_type = dtype.has_value();
+    info.dtype = dtype.value_or(DType::BYTE);
+    if (t->sizes()) info.shape.assign(t->sizes()->begin(), t->sizes()->end());
+    kind = layout_text(info);
+  }
+  return fmt::format("value {} {}", index, kind.empty() ? "?" : kind);
+}
+
+std::string operator_name(const et::ExecutionPlan& ep, int32_t index) {
+  if (ep.operators() == nullptr || index < 0 ||
+      static_cast<uint32_t>(index) >= ep.operators()->size()) {
+    return "?";
+  }
+  const auto* op = ep.operators()->Get(static_cast<uint32_t>(index));
+  std::string name = op->name() ? op->name()->str() : "?";
+  if (op->overload() != nullptr && op->overload()->size() > 0) name += "." + op->overload()->str();
+  return name;
+}
+
+// One line per instruction: what runs, on which values.
+std::vector<std::string> instructions(const et::ExecutionPlan& ep) {
+  std::vector<std::string> out;
+  for (uint32_t c = 0; ep.chains() && c < ep.chains()->size(); ++c) {
+    const auto* chain = ep.chains()->Get(c);
+    out.push_back(fmt::format("chain {}", c));
+    for (uint32_t i = 0; chain->instructions() && i < chain->instructions()->size(); ++i) {
+      const auto* ins = chain->instructions()->Get(i);
+      std::string text;
+      if (const auto* k = ins->instr_args_as_KernelCall()) {
+        text = fmt::format("{} ({})", operator_name(ep, k->op_index()),
+                           k->args() ? fmt::format("{}", fmt::join(*k->args(), ", ")) : "");
+      } else if (const auto* d = ins->instr_args_as_DelegateCall()) {
+        text = fmt::format("delegate {} ({})", d->delegate_index(),
+                           d->args() ? fmt::format("{}", fmt::join(*d->args(), ", ")) : "");
+      } else if (const auto* m = ins->instr_args_as_MoveCall()) {
+        text = fmt::format("move {} -> {}", m->move_from(), m->move_to());
+      } else if (const auto* j = ins->instr_args_as_JumpFalseCall()) {
+        text =
+            fmt::format("jump_false {} -> {}", j->cond_value_index(), j->destination_instruction());
+      } else if (const auto* f = ins->instr_args_as_FreeCall()) {
+        text = fmt::format("free {}", f->value_index());
+      } else {
+        text = fmt::format("(instruction type {})", static_cast<int>(ins->instr_args_type()));
+      }
+      out.push_back(fmt::format("  [{}] {}", i, text));
+    }
+  }
+  return out;
+}
+
+std::string where_text(const pte::TensorInfo& t) {
+  switch (t.storage) {
+    case pte::Storage::external:
+      return fmt::format("EXTERNAL {}", t.fqn);
+    case pte::Storage::constant_segment:
+    case pte::Storage::constant_buffer:
+    case pte::Storage::mutable_state:
+      return fmt::format("{} [{}]", pte::storage_name(t.storage), t.buffer_index);
+    case pte::Storage::none:
+      break;
+  }
+  return "";
+}
+
+}  // namespace
+
+ProgramDump dump_programs(const ProgramSet& set, bool graph, unsigned jobs) {
+  RangeDigests digests;
+  for (const auto& pf : set.programs) {
+    for (const auto& t : pf.program.tensors) {
+      if (t.storage != pte::Storage::none && t.storage != pte::Storage::external) {
+        digests.add(t.bytes);
+      }
+    }
+    for (const auto& nd : pf.program.named_data) digests.add(nd.bytes);
+  }
+  digests.compute(jobs, nullptr);
+
+  ProgramDump out;
+  out.json = ordered::array();
+  auto line = [&out](const std::string& text) { out.text += text_line(text); };
+  std::map<std::string, const ManifestProgramEntry*> entries;
+  if (set.manifest != nullptr) {
+    for (const auto& e : set.manifest->programs) entries.emplace(e.file, &e);
+  }
+  for (const auto& pf : set.programs) {
+    const auto& p = pf.program;
+    const auto& root = *p.root();
+    ordered pj;
+    pj["file"] = pf.file;
+    pj["size"] = p.file->size();
+    const auto& h = p.header;
+    pj["header"] = h.present ? ordered{{"program_size", h.program_size},
+                                       {"segment_base_offset", h.segment_base},
+                                       {"segment_data_size", h.segment_data_size}}
+                             : ordered(nullptr);
+    line(fmt::format("\nprogram {}: {} bytes, {}", pf.file, p.file->size(),
+                     h.present
+                         ? fmt::format("eh00 header (program {} bytes, segments at {}, {} bytes)",
+                                       h.program_size, h.segment_base, h.segment_data_size)
+                         : std::string("no eh00 header")));
+    if (!p.not_rewritable.empty()) {
+      line(fmt::format("  not rewritable: {}", fmt::join(p.not_rewritable, "; ")));
+    }
+    pj["not_rewritable"] = p.not_rewritable;
+    ordered methods = ordered::array();
+    for (uint32_t i = 0; i < root.execution_plan()->size(); ++i) {
+      const auto& ep = *root.execution_plan()->Get(i);
+      ordered mj;
+      mj["name"] = p.plans[i];
+      std::vector<std::string> ins, outs, ops;
+      for (uint32_t k = 0; ep.inputs() && k < ep.inputs()->size(); ++k)
+        ins.push_back(value_text(ep, ep.inputs()->Get(k)));
+      for (uint32_t k = 0; ep.outputs() && k < ep.outputs()->size(); ++k)
+        outs.push_back(value_text(ep, ep.outputs()->Get(k)));
+      for (uint32_t k = 0; ep.operators() && k < ep.operators()->size(); ++k)
+        ops.push_back(operator_name(ep, static_cast<int32_t>(k)));
+      mj["inputs"] = ins;
+      mj["outputs"] = outs;
+      mj["operators"] = ops;
+      mj["values"] = ep.values() ? ep.values()->size() : 0;
+      line(fmt::format("  method {}  ({} values, {} operators, {} delegates)", p.plans[i],
+                       ep.values() ? ep.values()->size() : 0, ops.size(),
+                       ep.delegates() ? ep.delegates()->size() : 0));
+      for (const auto& s : ins) line("    input    " + s);
+      for (const auto& s : outs) line("    output   " + s);
+      for (const auto& s : ops) line("    operator " + s);
+      ordered delegates = ordered::array();
+      for (const auto& d : p.delegates) {
+        if (d.plan != i) continue;
+        delegates.push_back({{"id", d.id},
+                             {"bytes", d.size},
+                             {"location", d.inline_data ? "inline" : "segment"},
+                             {"index", d.index}});
+        line(fmt::format("    delegate {}  {} bytes  {} {}", d.id, d.size,
+                         d.inline_data ? "inline" : "segment", d.index));
+      }
+      mj["delegates"] = delegates;
+      if (graph) {
+        auto text = instructions(ep);
+        mj["instructions"] = text;
+        for (const auto& s : text) line("    " + s);
+      }
+      methods.push_back(mj);
+    }
+    pj["methods"] = methods;
+
+    uint64_t inside = 0, external = 0;
+    ordered tensors = ordered::array();
+    std::vector<const pte::TensorInfo*> shown;
+    for (const auto& t : p.tensors) {
+      if (t.storage != pte::Storage::none) shown.push_back(&t);
+    }
+    line(fmt::format("  stored tensors: {}", shown.size()));
+    for (const auto* t : shown) {
+      std::string sha;
+      if (t->storage == pte::Storage::external) {
+        auto it = set.data.find(t->fqn);
+        external += it != set.data.end() ? it->second.bytes.size : 0;
+      } else {
+        sha = to_hex(digests.of(t->bytes));
+        inside += t->nbytes;
+      }
+      tensors.push_back({{"method", p.plans[t->plan]},
+                         {"value", t->value},
+                         {"dtype", t->known_type ? ordered(dtype_name(t->dtype)) : ordered(nullptr)},
+                         {"shape", t->shape},
+                         {"dim_order", t->dim_order},
+                         {"nbytes", t->nbytes},
+                         {"sha256", sha},
+                         {"storage", pte::storage_name(t->storage)},
+                         {"key", t->storage == pte::Storage::external ? t->fqn : ""}});
+      line(fmt::format("    {} value {:<5} {:<28} {:>10}  {:<12}  {}", p.plans[t->plan], t->value,
+                       layout_text(*t), t->nbytes, sha.substr(0, 12), where_text(*t)));
+    }
+    pj["stored_tensors"] = tensors;
+    ordered named = ordered::array();
+    std::map<uint32_t, std::vector<std::string>> by_segment;
+    for (const auto& nd : p.named_data) by_segment[nd.segment].push_back(nd.key);
+    line(fmt::format("  named data: {}", p.named_data.size()));
+    for (const auto& nd : p.named_data) {
+      auto sha = to_hex(digests.of(nd.bytes));
+      std::vector<std::string> shares;
+      for (const auto& k : by_segment[nd.segment]) {
+        if (k != nd.key) shares.push_back(k);
+      }
+      inside += nd.bytes.size;
+      named.push_back({{"key", nd.key},
+                       {"nbytes", nd.bytes.size},
+                       {"segment", nd.segment},
+                       {"sha256", sha},
+                       {"shares_bytes_with", shares}});
+      line(fmt::format(
+          "    {}  {} bytes  segment {}{}", nd.key, nd.bytes.size, nd.segment,
+          shares.empty() ? "" : fmt::format("  (shared with {})", fmt::join(shares, ", "))));
+    }
+    pj["named_data"] = named;
+    ordered segments = ordered::array();
+    line(fmt::format("  segments: {}", p.segments.size()));
+    for (size_t s = 0; s < p.segments.size(); ++s) {
+      segments.push_back({{"offset", p.segments[s].offset}, {"size", p.segments[s].size}});
+      line(fmt::format("    #{:<3} offset {:>10}  {:>10} bytes", s, p.segments[s].offset,
+                       p.segments[s].size));
+    }
+    pj["segments"] = segments;
+    // Former named data of a packed program lives in its shards too.
+    if (pf.named_keys) {
+      for (const auto& k : *pf.named_keys) {
+        auto it = set.data.find(k);
+        if (it != set.data.end()) external += it->second.bytes.size;
+      }
+    }
+    pj["bytes_in_program"] = inside;
+    pj["bytes_in_data_files"] = external;
+    line(fmt::format("  tensor bytes: {} in the program, {} in data files", human_bytes(inside),
+                     human_bytes(external)));
+    if (auto it = entries.find(pf.file); it != entries.end()) {
+      pj["data_files"] = it->second->shards;
+      line(fmt::format("  data files (load in this order): {}",
+                       it->second->shards.empty()
+                           ? std::string("none")
+                           : fmt::format("{}", fmt::join(it->second->shards, " "))));
+    }
+    out.json.push_back(pj);
+  }
+  return out;
+}
+
+}  // namespace ptepack
