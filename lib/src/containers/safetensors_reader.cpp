@@ -1,6 +1,4 @@
-// safetensors: strict header parsing (SAX, no DOM), the sharded index reader, the writer's layout.
-#include "ptepack/containers/safetensors.h"
-
+// safetensors: strict header parsing (SAX, no DOM) of one file.
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -8,27 +6,20 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
-#include "json/json_writer.h"
+#include "containers/safetensors_keys.h"
 #include "ptepack/base/byte_reader.h"
 #include "ptepack/base/checked.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
+#include "ptepack/containers/safetensors.h"
 #include "ptepack/json/json_util.h"
 
 namespace ptepack::safetensors {
 
 using json = nlohmann::json;
+using detail::check_key;
 
 namespace {
-
-void check_key(std::string_view key, const std::string& context) {
-  if (key.empty()) fail_input("{}: empty tensor key", context);
-  check_name(key, "tensor key", context);
-  if (key.size() > Limits::max_key_length) {
-    fail_input("{}: tensor key {} is longer than the limit of {} bytes", context, shown_key(key),
-               Limits::max_key_length);
-  }
-}
 
 // Streams the header straight into a File, with no DOM in between, so a header of millions of
 // entries costs about what the TensorTable costs. Only the safetensors shape is accepted (object,
@@ -344,252 +335,5 @@ File read(const InputFilePtr& file, uint64_t offset, uint64_t size, const std::s
 }
 
 File read(const InputFilePtr& file) { return read(file, 0, file->size(), file->name()); }
-
-namespace {
-
-// The directory an index's shards resolve against, and the resolution rules: a shard name is a
-// relative path without '..' that, after following symlinks, stays inside that directory.
-std::filesystem::path resolve_shard(const std::filesystem::path& base, const std::string& name,
-                                    const std::string& key, const std::string& context) {
-  namespace fs = std::filesystem;
-  if (name.empty()) fail_input("{}: key {} maps to an empty shard name", context, shown_key(key));
-  if (name.find('\0') != std::string::npos) {
-    fail_input("{}: shard name {} of key {} contains a NUL byte", context, ptepack::quoted(name),
-               shown_key(key));
-  }
-  fs::path relative(name);
-  if (relative.has_root_path()) {
-    fail_input("{}: shard {} of key {} is an absolute path", context, ptepack::quoted(name),
-               shown_key(key));
-  }
-  for (const auto& part : relative) {
-    if (part == "..") {
-      fail_input("{}: shard {} of key {} has a '..' component", context, ptepack::quoted(name),
-                 shown_key(key));
-    }
-  }
-  std::error_code error;
-  fs::path resolved = fs::weakly_canonical(base / relative, error);
-  if (error) {
-    fail(ErrorCode::io, "{}: cannot resolve shard {}: {}", context, ptepack::quoted(name),
-         error.message());
-  }
-  auto [base_end, unused] =
-      std::mismatch(base.begin(), base.end(), resolved.begin(), resolved.end());
-  if (base_end != base.end() || resolved == base) {
-    fail_input("{}: shard {} of key {} resolves to {}, not to a file inside the index's directory",
-               context, ptepack::quoted(name), shown_key(key), resolved.string());
-  }
-  return resolved;
-}
-
-struct ShardKeys {
-  std::string name;               // as the weight_map spells it (the first spelling seen)
-  std::vector<std::string> keys;  // sorted: the weight_map object iterates in key order
-};
-
-}  // namespace
-
-TensorTable read_index(const std::filesystem::path& index_path) {
-  namespace fs = std::filesystem;
-  const std::string context = index_path.string();
-  auto index_file = InputFile::open(index_path);
-  if (index_file->size() > Limits::max_header_bytes) {
-    fail_input("{}: index of {} bytes exceeds the limit of {} bytes", context, index_file->size(),
-               Limits::max_header_bytes);
-  }
-  std::vector<uint8_t> text = index_file->read_range(0, index_file->size());
-  json root = parse_json_strict(
-      std::string_view(reinterpret_cast<const char*>(text.data()), text.size()), context);
-  if (!root.is_object()) fail_input("{}: index is not a JSON object", context);
-  if (auto metadata = root.find("metadata"); metadata != root.end() && !metadata->is_object()) {
-    fail_input("{}: \"metadata\" is not an object", context);
-  }
-  auto weight_map = root.find("weight_map");
-  if (weight_map == root.end()) fail_input("{}: index has no \"weight_map\"", context);
-  if (!weight_map->is_object()) fail_input("{}: \"weight_map\" is not an object", context);
-  if (weight_map->size() > Limits::max_keys) {
-    fail_input("{}: weight_map has more than {} keys", context, Limits::max_keys);
-  }
-
-  std::error_code error;
-  fs::path base = fs::weakly_canonical(fs::absolute(index_path).parent_path(), error);
-  if (error) fail(ErrorCode::io, "{}: cannot resolve its directory: {}", context, error.message());
-  // Keyed by resolved path, so two spellings of one file still open and check it once.
-  std::map<fs::path, ShardKeys> shards;
-  for (const auto& [key, value] : weight_map->items()) {
-    check_key(key, context);
-    if (!value.is_string()) {
-      fail_input("{}: weight_map value of {} is not a string", context, shown_key(key));
-    }
-    const auto& name = value.get_ref<const std::string&>();
-    ShardKeys& shard = shards[resolve_shard(base, name, key, context)];
-    if (shard.name.empty()) shard.name = name;
-    shard.keys.push_back(key);
-  }
-
-  TensorTable out;
-  for (auto& [path, shard] : shards) {
-    if (std::error_code missing; !fs::exists(path, missing)) {
-      fail(ErrorCode::io, "{}: shard {} (holding {}) does not exist: {}", context,
-           ptepack::quoted(shard.name), shown_key(shard.keys.front()), path.string());
-    }
-    File file = read(InputFile::open(path));
-    for (const std::string& key : shard.keys) {
-      if (!file.tensors.contains(key)) {
-        fail_input("{}: key {} is mapped to shard {}, which does not contain it", context,
-                   shown_key(key), ptepack::quoted(shard.name));
-      }
-    }
-    if (file.tensors.size() != shard.keys.size()) {
-      for (const auto& [key, tensor] : file.tensors) {
-        if (std::binary_search(shard.keys.begin(), shard.keys.end(), key)) continue;
-        auto listed = weight_map->find(key);
-        fail_input("{}: shard {} holds {}, which the weight_map {}", context,
-                   ptepack::quoted(shard.name), shown_key(key),
-                   listed == weight_map->end()
-                       ? std::string("does not list")
-                       : fmt::format("maps to {}",
-                                     ptepack::quoted(listed->get_ref<const std::string&>())));
-      }
-    }
-    out.merge(file.tensors);
-  }
-  return out;
-}
-
-// --- Writing: the header text and the layout ----------------------------------------------------
-
-namespace {
-
-// `text` as a JSON string literal, escaped as nlohmann's serializer escapes it; ill-formed
-// UTF-8 is refused (safetensors headers are UTF-8, and the reader would reject it anyway).
-void append_json_text(std::string& out, std::string_view text, std::string_view what) {
-  if (!is_utf8(text)) fail_input("{} {} is not valid UTF-8", what, shown_key(text));
-  append_json_string(out, text);
-}
-
-void append_entry(std::string& out, std::string_view key, std::string_view code, const Shape& shape,
-                  uint64_t begin, uint64_t end) {
-  append_json_text(out, key, "tensor key");
-  fmt::format_to(std::back_inserter(out),
-                 ":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}", code,
-                 fmt::join(shape, ","), begin, end);
-}
-
-// `"__metadata__":{...}` without a trailing comma, or "" when there is no metadata.
-std::string metadata_member(const std::map<std::string, std::string>& metadata) {
-  if (metadata.empty()) return {};
-  std::string out = "\"__metadata__\":{";
-  for (const auto& [key, value] : metadata) {
-    if (out.back() != '{') out += ',';
-    append_json_text(out, key, "metadata key");
-    out += ':';
-    append_json_text(out, value, "metadata value");
-  }
-  out += '}';
-  return out;
-}
-
-}  // namespace
-
-Layout plan_file(const std::vector<Entry>& entries,
-                 const std::map<std::string, std::string>& metadata) {
-  std::vector<size_t> by_key(entries.size());
-  for (size_t i = 0; i < by_key.size(); ++i) by_key[i] = i;
-  auto key_less = [&](size_t a, size_t b) { return entries[a].key < entries[b].key; };
-  if (!std::is_sorted(by_key.begin(), by_key.end(), key_less)) {  // pack's come sorted
-    std::sort(by_key.begin(), by_key.end(), key_less);
-  }
-
-  Layout layout;
-  std::vector<uint64_t> relative(entries.size());
-  uint64_t total = 0;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const Entry& entry = entries[i];
-    check_key(entry.key, "safetensors writer");
-    if (entry.key == "__metadata__") {
-      fail_input("cannot store a tensor named '__metadata__' in safetensors: the name is reserved");
-    }
-    if (i > 0 && entries[by_key[i]].key == entries[by_key[i - 1]].key) {
-      fail_input("safetensors writer: duplicate tensor key {}", shown_key(entries[by_key[i]].key));
-    }
-    if (entry.shape.size() > Limits::max_rank) {
-      fail_input("safetensors writer: tensor {} has rank {}, above the limit of {}",
-                 shown_key(entry.key), entry.shape.size(), Limits::max_rank);
-    }
-    if (safetensors_code(entry.dtype).empty()) {
-      fail_input("safetensors writer: tensor {} has type {}, which safetensors cannot store",
-                 shown_key(entry.key), dtype_name(entry.dtype));
-    }
-    auto expected = byte_size(entry.dtype, entry.shape);
-    if (!expected || *expected != entry.nbytes) {
-      fail_input("safetensors writer: tensor {} has {} bytes, which do not match {} [{}]",
-                 shown_key(entry.key), entry.nbytes, safetensors_code(entry.dtype),
-                 fmt::join(entry.shape, ", "));
-    }
-    relative[i] = total;
-    auto next = checked_add(total, entry.nbytes);
-    if (!next) fail_input("safetensors writer: total tensor size overflows 64 bits");
-    total = *next;
-  }
-
-  std::string header = "{" + metadata_member(metadata);
-  for (size_t i : by_key) {
-    const Entry& entry = entries[i];
-    if (header.size() > 1) header += ',';
-    append_entry(header, entry.key, safetensors_code(entry.dtype), entry.shape, relative[i],
-                 relative[i] + entry.nbytes);
-  }
-  header += '}';
-  if (header.size() > Limits::max_header_bytes) {
-    fail_input(
-        "safetensors writer: a header of {} bytes for {} tensors would exceed the limit of {} "
-        "bytes that readers accept",
-        header.size(), entries.size(), Limits::max_header_bytes);
-  }
-  layout.header_size = 8 + header.size();
-  // Padding to a multiple of 8 keeps the data section 8-byte aligned (as the reference writer).
-  header.append((8 - header.size() % 8) % 8, ' ');
-
-  put_u64(layout.head, header.size());
-  layout.head += header;
-  layout.data_offsets.reserve(entries.size());
-  for (uint64_t offset : relative) layout.data_offsets.push_back(layout.head.size() + offset);
-  auto file_size = checked_add(layout.head.size(), total);
-  if (!file_size) fail_input("safetensors writer: file size overflows 64 bits");
-  layout.file_size = *file_size;
-  return layout;
-}
-
-uint64_t entry_json_size(std::string_view key, DType dtype, const Shape& shape, uint64_t begin,
-                         uint64_t end) {
-  std::string member;
-  append_entry(member, key, safetensors_code(dtype), shape, begin, end);
-  return member.size();
-}
-
-std::string index_json(
-    uint64_t total_size,
-    const std::vector<std::pair<std::string_view, std::string_view>>& weight_map) {
-  // Written field by field (a DOM of a million keys would take hundreds of MB).
-  JsonWriter w;
-  w.begin_object();
-  w.key("metadata");
-  w.begin_object();
-  w.field("total_size", total_size);
-  w.end_object();
-  w.key("weight_map");
-  w.begin_object();
-  for (const auto& [key, file] : weight_map) {
-    if (!is_utf8(key) || !is_utf8(file))
-      fail_input("safetensors index: a key or shard name is not valid UTF-8");
-    w.key(key);
-    w.value(file);
-  }
-  w.end_object();
-  w.end_object();
-  return std::move(w).finish();
-}
 
 }  // namespace ptepack::safetensors
