@@ -1,0 +1,295 @@
+// dump --json: the document streamed in json_text's field order.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "dump/dump_internal.h"
+#include "json/json_writer.h"
+#include "ptepack/base/error.h"
+#include "ptepack/base/format_util.h"
+#include "ptepack/graph/program_access.h"
+#include "ptepack/graph/validate.h"
+#include "ptepack/json/json_util.h"
+#include "graph/graph_text.h"
+
+namespace ptepack::detail {
+namespace {
+
+// A tensor's dtype and shape are separate fields (null without a meta); a
+// dynamic dimension is {"max", "min"}, max null when unbounded. Fields sort
+// between them, so each is written on its own.
+void write_dtype(JsonWriter& w, const nb::TensorMeta* meta) {
+  w.key("dtype");
+  if (meta == nullptr) {
+    w.null();
+  } else {
+    w.value(dtype_name(static_cast<DType>(meta->dtype())));
+  }
+}
+
+void write_shape(JsonWriter& w, const nb::TensorMeta* meta) {
+  w.key("shape");
+  if (meta == nullptr) {
+    w.null();
+    return;
+  }
+  w.begin_array();
+  for (const auto& dim : access::sizes(*meta)) {
+    if (dim.min() == dim.max()) {
+      w.value(dim.min());
+      continue;
+    }
+    w.begin_object();
+    w.key("max");
+    if (dim.max() < 0) {
+      w.null();
+    } else {
+      w.value(dim.max());
+    }
+    w.field("min", dim.min());
+    w.end_object();
+  }
+  w.end_array();
+}
+
+// A graph's inputs or outputs: name, dtype and shape of each.
+void write_values(JsonWriter& w, const nb::Graph& graph, const access::StringRange& names) {
+  w.begin_array();
+  const MetaIndex metas(graph);
+  for (const std::string_view name : names) {
+    const auto* meta = metas.find(name);
+    w.begin_object();
+    write_dtype(w, meta);
+    w.field("name", name);
+    write_shape(w, meta);
+    w.end_object();
+  }
+  w.end_array();
+}
+
+// One method of dump --json, fields in json_text's order, streamed: a method
+// can bind hundreds of thousands of constants. Text goes to `out` as it grows.
+void write_method(JsonWriter& w, const nb::Method& m, bool graph, Sink& out) {
+  constexpr size_t kDrain = 64 << 10;
+  const nb::Graph& g = access::graph(m);
+  w.begin_object();
+  w.key("constants");
+  w.begin_array();
+  for (const auto& c : access::constants(m)) {
+    w.begin_object();
+    write_dtype(w, c.meta());
+    w.field("key", access::data_key(c));
+    w.field("kind", nb::EnumNameInputKind(c.kind()));
+    w.field("mutated", c.mutated());
+    w.field("name", access::name(c));
+    w.field("quantized", access::quantized(*c.meta()));
+    write_shape(w, c.meta());
+    w.end_object();
+    if (w.pending() >= kDrain) out.add(w.take());
+  }
+  w.end_array();
+  if (graph) {
+    w.key("graph");
+    w.dom(graph_json(g));
+  }
+  w.key("inputs");
+  write_values(w, g, access::inputs(g));
+  w.key("mutable_buffers");
+  w.begin_array();
+  for (const auto& b : access::mutable_buffers(m)) {
+    w.begin_object();
+    w.field("key", access::fqn(b));
+    w.field("name", access::name(b));
+    w.end_object();
+  }
+  w.end_array();
+  w.field("name", access::name(m));
+  auto counts = count_nodes(g);
+  w.field("nodes", counts.nodes);
+  w.key("output_specs");
+  w.begin_array();
+  for (const auto& spec : access::output_specs(m)) {
+    w.begin_object();
+    w.field("kind", nb::EnumNameOutputKind(spec.kind()));
+    w.field("name", access::name(spec));
+    w.field("target", access::target(spec));
+    w.end_object();
+  }
+  w.end_array();
+  w.key("outputs");
+  write_values(w, g, access::outputs(g));
+  w.field("subgraphs", counts.subgraphs);
+  w.end_object();
+  out.add(w.take());
+}
+
+ordered breakdown_json(const std::vector<KeyRow>& rows, const ProgramKeys& keys, size_t top) {
+  auto b = breakdown_of(rows, keys, top);
+  auto tallies = [](const std::map<std::string, Tally>& map) {
+    ordered list = ordered::array();
+    for (const auto& [name, t] : map)
+      list.push_back({{"name", name}, {"keys", t.keys}, {"bytes", t.bytes}});
+    return list;
+  };
+  ordered largest = ordered::array();
+  for (const auto* r : b.largest) {
+    largest.push_back({{"key", *r->key},
+                       {"dtype", dtype_name(r->data->dtype)},
+                       {"shape", r->data->shape},
+                       {"nbytes", r->data->bytes.size}});
+  }
+  return {{"tensor_count", rows.size()},
+          {"by_method", tallies(b.by_method)},
+          {"by_dtype", tallies(b.by_dtype)},
+          {"by_shard", tallies(b.by_shard)},
+          {"largest", largest}};
+}
+
+}  // namespace
+
+void render_json(const DumpContext& context, Sink& out) {
+  const Artifact& artifact = context.artifact;
+  const DumpOptions& options = context.options;
+  const ProgramKeys& keys = context.keys;
+  const auto& state = context.state;
+  const auto& rows = context.rows;
+  const auto& programs = context.programs;
+  const size_t total_keys = context.total_keys;
+  const uint64_t referenced_bytes = context.referenced_bytes;
+  const uint64_t stored_bytes = context.stored_bytes;
+  const uint64_t unreferenced_bytes = context.unreferenced_bytes;
+  const uint64_t unreferenced_keys = context.unreferenced_keys;
+  const uint64_t saved = context.saved;
+  auto sha256_of = [&context](size_t i) { return context.sha256_of(i); };
+    // The document's fields in json_text's order (bytewise by name), streamed:
+    // the program's methods and the tensors can run to millions of entries.
+    // The small parts are DOMs laid out in place.
+    JsonWriter w;
+    w.begin_object();
+    w.field("artifact", artifact.name);
+    if (options.summary) {
+      w.key("breakdown");
+      w.dom(breakdown_json(rows, keys, options.top));
+    }
+    const auto* manifest = artifact.manifest ? &*artifact.manifest : nullptr;
+    if (manifest) w.field("cap_mode", manifest->cap_mode);
+    w.field("format", kDumpFormat);
+    w.field("kind", artifact_kind_name(artifact.kind));
+    if (manifest) {
+      w.key("max_shard_bytes");
+      if (manifest->max_shard_bytes) {
+        w.value(*manifest->max_shard_bytes);
+      } else {
+        w.null();
+      }
+    }
+    w.key("program");
+    if (artifact.program) {
+      w.begin_object();
+      w.key("methods");
+      w.begin_array();
+      for (const auto& m : access::methods(artifact.program.root()))
+        write_method(w, m, options.graph, out);
+      w.end_array();
+      w.field("version", access::version(artifact.program.root()));
+      w.end_object();
+    } else {
+      w.null();
+    }
+    if (!artifact.pte_programs.empty()) {
+      w.key("programs");
+      w.dom(programs.json);
+    }
+    if (manifest) w.field("shard_format", manifest->shard_format);
+    w.key("shards");
+    w.begin_array();
+    if (manifest) {
+      for (const auto& s : manifest->shards) {
+        w.begin_object();
+        w.field("file", s.file);
+        w.key("fill");
+        w.dom(manifest->max_shard_bytes
+                  ? ordered(static_cast<double>(manifest->cap_mode == "file" ? s.size
+                                                                             : s.payload_bytes) /
+                            static_cast<double>(*manifest->max_shard_bytes))
+                  : ordered(nullptr));
+        w.field("key_count", s.keys.size());
+        w.field("payload_bytes", s.payload_bytes);
+        w.field("size", s.size);
+        w.end_object();
+      }
+    }
+    w.end_array();
+    w.key("state");
+    w.strings(state);
+    w.key("summary");
+    w.begin_object();
+    w.field("alias_count", artifact.aliases.size());
+    w.field("dedup_saved_bytes", saved);
+    w.field("key_count", total_keys);
+    w.field("referenced_bytes", referenced_bytes);
+    w.field("stored_bytes", stored_bytes);
+    w.field("unreferenced_bytes", unreferenced_bytes);
+    w.field("unreferenced_keys", unreferenced_keys);
+    w.end_object();
+    w.field("version", kDumpVersion);
+    if (options.no_tensors) {
+      w.end_object();
+      out.add(std::move(w).finish());
+      out.flush();
+      return;
+    }
+    // "tensors" comes last, after "version", each entry formatted in place.
+    out.add(w.take());
+    out.add(rows.empty() ? ",\n  \"tensors\": {}" : ",\n  \"tensors\": {");
+    // Each entry as json_text would print it inside the document (fields in name order,
+    // indented two levels), formatted directly: a million keys, not a million DOMs.
+    auto add_string = [](std::string& to, std::string_view text) {
+      if (is_utf8(text)) {
+        append_json_string(to, text);
+      } else {
+        to += ordered(text).dump();  // nlohmann's own error, as json_text gives it
+      }
+    };
+    std::string entry;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto& r = rows[i];
+      auto to = std::back_inserter(entry);
+      entry = i == 0 ? "\n    " : ",\n    ";
+      add_string(entry, *r.key);
+      entry += ": {";
+      if (!r.alias_of.empty()) {
+        entry += "\n      \"alias_of\": ";
+        add_string(entry, r.alias_of);
+        entry += ',';
+      }
+      fmt::format_to(to, "\n      \"dtype\": \"{}\",", dtype_name(r.data->dtype));
+      if (options.offsets) {
+        entry += "\n      \"file\": ";
+        add_string(entry, file_of(r));
+        entry += ',';
+      }
+      fmt::format_to(to, "\n      \"mutable\": {},\n      \"nbytes\": {},", r.is_mutable,
+                     r.data->bytes.size);
+      if (options.offsets) fmt::format_to(to, "\n      \"offset\": {},", r.data->bytes.offset);
+      auto digest = sha256_of(i);
+      fmt::format_to(to, "\n      \"referenced\": {},\n      \"sha256\": ", r.referenced);
+      entry += digest.empty() ? "null" : "\"" + digest + "\"";
+      entry += ",\n      \"shape\": ";
+      if (r.data->shape.empty()) {
+        entry += "[]";
+      } else {
+        fmt::format_to(to, "[\n        {}\n      ]", fmt::join(r.data->shape, ",\n        "));
+      }
+      if (!r.shard.empty()) {
+        entry += ",\n      \"shard\": ";
+        add_string(entry, r.shard);
+      }
+      entry += "\n    }";
+      out.add(entry);
+    }
+    out.add(rows.empty() ? "\n}\n" : "\n  }\n}\n");
+    out.flush();
+    return;
+}
+
+}  // namespace ptepack::detail

@@ -1,0 +1,229 @@
+// dump's text: methods, the tensor table fitted to a width, aliases, state, shards, totals.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "dump/dump_internal.h"
+#include "graph/graph_text.h"
+#include "ptepack/base/error.h"
+#include "ptepack/base/format_util.h"
+#include "ptepack/graph/program_access.h"
+#include "ptepack/graph/validate.h"
+
+namespace ptepack::detail {
+namespace {
+
+std::string breakdown_text(const std::vector<KeyRow>& rows, const ProgramKeys& keys, size_t top) {
+  auto b = breakdown_of(rows, keys, top);
+  std::string out = text_line(fmt::format("\nsummary of {} tensors", rows.size()));
+  auto section = [&out](std::string_view title, const std::map<std::string, Tally>& map) {
+    if (map.empty()) return;
+    size_t width = 8;
+    for (const auto& entry : map) width = std::max(width, columns_of(escaped(entry.first)));
+    out += text_line(fmt::format("  by {}:", title));
+    for (const auto& [name, t] : map) {
+      out += text_line(
+          fmt::format("    {:<{}}  {:>8} keys  {:>12}", name, width, t.keys, human_bytes(t.bytes)));
+    }
+  };
+  section("method", b.by_method);
+  section("dtype", b.by_dtype);
+  section("shard", b.by_shard);
+  if (!b.largest.empty()) out += text_line(fmt::format("  largest {}:", b.largest.size()));
+  for (const auto* r : b.largest) {
+    out += text_line(fmt::format("    {:>12}  {}  {} {}", human_bytes(r->data->bytes.size), *r->key,
+                                 dtype_name(r->data->dtype), shape_text(r->data->shape)));
+  }
+  return out;
+}
+
+// key, dtype, shape, bytes, sha256, offset, flags; already escaped.
+using Cells = std::array<std::string, 7>;
+
+// Columns each of the first six cells of a row takes, computed without building them.
+using CellWidths = std::array<size_t, 6>;
+
+// The tensor table, two passes over the rows (widths, then lines) so nothing is held per row.
+// Every cell is always whole. When a row does not fit `width` (0: no limit), each row
+// takes two lines: its key, then its other cells aligned below (the sink wraps what is
+// still too wide at the end of a cell, never inside one).
+void render_table(Sink& out, size_t count, const std::function<CellWidths(size_t)>& widths_of,
+                  const std::function<Cells(size_t)>& cells_of, size_t width, bool offsets) {
+  const Cells header{"key", "dtype", "shape", "bytes", "sha256", "offset", "flags"};
+  std::array<size_t, 7> widths{};
+  for (size_t c = 0; c < 7; ++c) widths[c] = columns_of(header[c]);
+  for (size_t i = 0; i < count; ++i) {
+    auto row = widths_of(i);
+    for (size_t c = 0; c < 6; ++c) widths[c] = std::max(widths[c], row[c]);
+  }
+  if (!offsets) widths[5] = 0;
+  size_t total = 2 + 12;  // the indent, and room for short flags
+  for (size_t c = 0; c < 6; ++c) total += widths[c] == 0 ? 0 : widths[c] + 2;
+  const bool stacked = width > 0 && total > width;
+  auto render = [&](const Cells& cells) {
+    std::string text = "  ";
+    if (stacked) {
+      text += cells[0] + "\n      ";
+    }
+    for (size_t c = stacked ? 1 : 0; c < 6; ++c) {
+      if (widths[c] == 0) continue;
+      size_t pad = widths[c] - columns_of(cells[c]);
+      text += c == 3 ? std::string(pad, ' ') + cells[c] : cells[c] + std::string(pad, ' ');
+      text += "  ";
+    }
+    text += cells[6];
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    text += '\n';
+    out.add(text);
+  };
+  if (count > 0) render(header);
+  for (size_t i = 0; i < count; ++i) render(cells_of(i));
+}
+
+}  // namespace
+
+void render_text(const DumpContext& context, Sink& out) {
+  const Artifact& artifact = context.artifact;
+  const DumpOptions& options = context.options;
+  const ProgramKeys& keys = context.keys;
+  const auto& state = context.state;
+  const auto& rows = context.rows;
+  const auto& digests = context.digests;
+  const auto& programs = context.programs;
+  const size_t total_keys = context.total_keys;
+  const uint64_t referenced_bytes = context.referenced_bytes;
+  const uint64_t stored_bytes = context.stored_bytes;
+  const uint64_t unreferenced_bytes = context.unreferenced_bytes;
+  const uint64_t unreferenced_keys = context.unreferenced_keys;
+  const uint64_t saved = context.saved;
+  auto sha256_of = [&context](size_t i) { return context.sha256_of(i); };
+  auto line = [&out](const std::string& text) { out.add(text_line(text)); };
+  line(fmt::format("{} ({})", artifact.name, artifact_kind_name(artifact.kind)));
+  out.add(programs.text);
+  if (artifact.program) {
+    const auto methods = access::methods(artifact.program.root());
+    line(fmt::format("\nmethods: {}", methods.size()));
+    for (const auto& m : methods) {
+      const nb::Graph& g = access::graph(m);
+      auto counts = count_nodes(g);
+      line(fmt::format("  {}  ({} nodes, {} subgraphs, {} constants, {} mutable buffers)",
+                       access::name(m), counts.nodes, counts.subgraphs, access::constants(m).size(),
+                       access::mutable_buffers(m).size()));
+      const MetaIndex metas(g);
+      for (const std::string_view name : access::inputs(g)) {
+        const auto* meta = metas.find(name);
+        line(fmt::format("    input   {} {}", name, meta ? describe_meta(*meta) : ""));
+      }
+      std::map<std::string_view, const nb::OutputSpec*> specs;  // the last one of a name
+      for (const auto& s : access::output_specs(m)) specs[access::name(s)] = &s;
+      for (const std::string_view name : access::outputs(g)) {
+        const auto* meta = metas.find(name);
+        std::string kind;
+        if (auto it = specs.find(name); it != specs.end()) {
+          const auto& s = *it->second;
+          kind = access::target(s).empty()
+                     ? std::string(nb::EnumNameOutputKind(s.kind()))
+                     : fmt::format("{} -> {}", nb::EnumNameOutputKind(s.kind()), access::target(s));
+        }
+        line(fmt::format("    output  {} {} {}", name, meta ? describe_meta(*meta) : "", kind));
+      }
+      for (const auto& c : access::constants(m)) {
+        line(fmt::format("    binds   {} <- {}{}", access::name(c), access::data_key(c),
+                         c.mutated() ? " (mutated)" : ""));
+      }
+      for (const auto& b : access::mutable_buffers(m))
+        line(fmt::format("    buffer  {} <- {}", access::name(b), access::fqn(b)));
+      if (options.graph) out.add(graph_text(g, 6));
+    }
+  }
+  std::map<std::string, size_t, std::less<>> shard_number;
+  if (artifact.manifest) {
+    for (const auto& s : artifact.manifest->shards)
+      shard_number.emplace(s.file, shard_number.size() + 1);
+  }
+  if (options.summary) out.add(breakdown_text(rows, keys, options.top));
+  if (!options.no_tensors && !options.summary) {
+    line(rows.size() == total_keys ? fmt::format("\ntensors: {}", rows.size())
+                                   : fmt::format("\ntensors: {} of {}", rows.size(), total_keys));
+    auto cells_of = [&](size_t i) {
+      const auto& r = rows[i];
+      std::vector<std::string> flags;
+      if (!r.shard.empty())
+        flags.push_back(fmt::format("shard {}", shard_number.find(r.shard)->second));
+      if (r.is_mutable) flags.emplace_back("state");
+      if (!r.alias_of.empty()) flags.emplace_back("alias");
+      if (!r.referenced) flags.emplace_back("unreferenced");
+      auto digest = sha256_of(i);
+      return Cells{escaped(*r.key),
+                   std::string(dtype_name(r.data->dtype)),
+                   shape_text(r.data->shape),
+                   std::to_string(r.data->bytes.size),
+                   digest.empty() ? "-" : digest.substr(0, 12),
+                   options.offsets ? fmt::format("{}:{}", escaped(file_of(r)), r.data->bytes.offset)
+                                   : std::string(),
+                   fmt::format("{}", fmt::join(flags, ", "))};
+    };
+    auto digits = [](uint64_t value) {
+      size_t n = 1;
+      while (value >= 10) {
+        value /= 10;
+        ++n;
+      }
+      return n;
+    };
+    auto widths_of = [&](size_t i) {
+      const auto& r = rows[i];
+      const auto& key = *r.key;
+      bool plain = std::all_of(key.begin(), key.end(), [](char c) {
+        auto u = static_cast<unsigned char>(c);
+        return u >= 0x20 && u != 0x7f && c != '\\';
+      });
+      size_t shape = r.data->shape.empty() ? 2 : 2 * r.data->shape.size();
+      for (auto dim : r.data->shape) shape += digits(static_cast<uint64_t>(dim));
+      bool digest = r.manifest_sha256 != nullptr || i < digests.size();
+      return CellWidths{
+          plain ? columns_of(key) : columns_of(escaped(key)),
+          dtype_name(r.data->dtype).size(),
+          shape,
+          digits(r.data->bytes.size),
+          digest ? size_t{12} : size_t{1},
+          options.offsets ? columns_of(escaped(file_of(r))) + 1 + digits(r.data->bytes.offset) : 0};
+    };
+    render_table(out, rows.size(), widths_of, cells_of, options.width, options.offsets);
+  }
+  if (!artifact.aliases.empty()) {
+    line(fmt::format("\naliases: {} (bytes stored under the owner)", artifact.aliases.size()));
+    for (const auto& [alias, owner] : artifact.aliases)
+      line(fmt::format("  {} -> {}", alias, owner));
+  }
+  if (artifact.program) {
+    line(fmt::format("\nstate keys: {}", state.size()));
+    for (const auto& k : state)
+      line(fmt::format("  {}{}", k,
+                       artifact.data.count(std::string(k)) ? "" : "  (no data: zero-initialised)"));
+  }
+  if (artifact.manifest) {
+    const auto& m = *artifact.manifest;
+    line(fmt::format("\nshards: {} ({}, cap {})", m.shards.size(), m.shard_format,
+                     m.max_shard_bytes ? fmt::format("{} {} mode", *m.max_shard_bytes, m.cap_mode)
+                                       : std::string("none")));
+    for (const auto& s : m.shards) {
+      uint64_t measured = m.cap_mode == "file" ? s.size : s.payload_bytes;
+      line(fmt::format("  #{:<3} {:<36} {:>12} bytes  payload {:>12}  fill {:>6}  {} keys",
+                       shard_number[s.file], s.file, s.size, s.payload_bytes,
+                       m.max_shard_bytes ? percent(measured, *m.max_shard_bytes) : std::string("-"),
+                       s.keys.size()));
+    }
+  }
+  line(fmt::format("\nbytes: {} referenced, {} stored, {} saved by dedup ({} aliases)",
+                   human_bytes(referenced_bytes), human_bytes(stored_bytes), human_bytes(saved),
+                   artifact.aliases.size()));
+  if (unreferenced_keys > 0) {
+    line(fmt::format("unreferenced: {} keys, {} (pack drops them)", unreferenced_keys,
+                     human_bytes(unreferenced_bytes)));
+  }
+  out.flush();
+}
+
+}  // namespace ptepack::detail

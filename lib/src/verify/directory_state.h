@@ -1,0 +1,73 @@
+// What the two steps of the directory check share: the manifest, the shard tables
+// read back, the tensors to hash, the program checks' thread (directory_check.h).
+#pragma once
+
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ptepack/artifact/artifact.h"
+#include "ptepack/containers/manifest.h"
+#include "ptepack/graph/program.h"
+#include "ptepack/io/progress.h"
+#include "ptepack/tensors/tensor.h"
+#include "verify/directory_check.h"
+
+namespace ptepack::detail {
+
+namespace fs = std::filesystem;
+
+// What one shard file holds, as read back.
+struct ShardContents {
+  bool readable = false;
+  InputFilePtr file;
+  TensorTable tensors;
+  uint64_t payload = 0;
+};
+
+struct DirectoryCheck::State {
+  State(const fs::path& path, const VerifyOptions& o, VerifyReport& r)
+      : options(o), report(r), problems(r.problems), paths(directory_paths(path)) {}
+
+  const VerifyOptions& options;
+  VerifyReport& report;
+  std::vector<std::string>& problems;
+  DirectoryPaths paths;
+  std::string mname;
+  Manifest m;
+  bool ptd_format = true;
+  bool programs = false;
+  ProgramBuffer program;                  // a program-graph directory's program
+  std::vector<ShardContents> contents;    // parallel to m.shards
+  std::map<std::string, size_t> shard_index;
+  std::vector<InputFilePtr> program_files;  // a directory of programs: parallel to m.programs
+  // Tensors to hash: the manifest entry and the bytes found for it.
+  std::vector<const std::pair<const std::string, ManifestTensor>*> hashed;
+  std::vector<ByteRange> ranges;
+  // The program checks run on a thread of their own while the bytes are hashed.
+  std::vector<const TensorTable::value_type*> data;
+  TensorTable alias_data;
+  std::vector<std::string> program_checks;
+  std::exception_ptr program_checks_error;
+  std::thread program_checker;
+
+  ~State() {
+    if (program_checker.joinable()) program_checker.join();
+  }
+
+  void files_present();
+  void read_program();
+  void read_shards();
+  void check_tensors();
+  void keys_in_two_shards();
+  void check_program_entries();
+  void derived_fields();
+  void start_program_checks();
+  [[nodiscard]] std::vector<ByteRange> to_hash() const;
+  void hash_and_compare(Progress* progress);
+};
+
+}  // namespace ptepack::detail

@@ -1,0 +1,297 @@
+// The directory check's first step: manifest, files present, programs, shard tables,
+// key lists, layouts, aliases, program entries and derived fields; no bytes hashed.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "base/view_set.h"
+#include "pte/data_checks.h"
+#include "ptepack/base/error.h"
+#include "ptepack/base/ordered_cursor.h"
+#include "ptepack/base/parallel.h"
+#include "ptepack/containers/flat_tensor.h"
+#include "ptepack/containers/safetensors.h"
+#include "ptepack/json/json_util.h"
+#include "verify/directory_state.h"
+#include "verify/verify_support.h"
+
+namespace ptepack::detail {
+
+void DirectoryCheck::State::files_present() {
+  std::set<std::string> expected{"manifest.json"};
+  if (programs) {
+    for (const auto& p : m.programs) {
+      if (!expected.insert(p.file).second)
+        problems.push_back(fmt::format("{}: program {} is listed twice", mname, p.file));
+    }
+  } else {
+    expected.insert(m.program.file);
+  }
+  if (!ptd_format) expected.insert("model.safetensors.index.json");
+  for (const auto& s : m.shards) {
+    if (!expected.insert(s.file).second)
+      problems.push_back(fmt::format("{}: shard {} is listed twice", mname, s.file));
+  }
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(paths.dir, ec)) {
+    auto name = entry.path().filename().string();
+    if (!expected.count(name)) {
+      problems.push_back(
+          fmt::format("{}: stray file not listed in the manifest", entry.path().string()));
+    }
+  }
+  if (ec)
+    problems.push_back(
+        fmt::format("{}: cannot list directory: {}", paths.dir.string(), ec.message()));
+}
+
+void DirectoryCheck::State::read_program() {
+  attempt(problems, [&] {
+    auto file = open_inside(paths.dir, m.program.file, mname);
+    ++report.files_checked;
+    if (file->size() != m.program.size) {
+      problems.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(),
+                                     file->size(), m.program.size));
+    }
+    if (file->size() > Limits::max_program_bytes) fail_input("{}: program too large", file->name());
+    auto bytes = file->read_range(0, file->size());
+    if (to_hex(sha256(bytes)) != m.program.sha256) {
+      problems.push_back(fmt::format("{}: SHA-256 differs from the manifest", file->name()));
+    }
+    program = read_program_buffer(std::move(bytes), file->name());
+  });
+}
+
+// Shard tables, read in parallel: sizes, payloads, caps and key lists (their
+// digests and names are checked with the bytes).
+void DirectoryCheck::State::read_shards() {
+  contents.resize(m.shards.size());
+  std::vector<std::vector<std::string>> per_shard(m.shards.size());
+  std::vector<std::vector<std::string>> notes(m.shards.size());
+  parallel_for(m.shards.size(), effective_jobs(options.jobs), [&](size_t i) {
+    const auto& s = m.shards[i];
+    auto& out = per_shard[i];
+    attempt(out, [&] {
+      auto file = open_inside(paths.dir, s.file, mname);
+      if (file->size() != s.size) {
+        out.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(),
+                                  file->size(), s.size));
+      }
+      auto& c = contents[i];
+      c.file = file;
+      if (ptd_format) {
+        auto f = ptd::read_file(file);
+        note_unreferenced_segments(f, notes[i]);
+        for (const auto& seg : f.segments) c.payload += seg.size;
+        c.tensors = std::move(f.tensors);
+      } else {
+        c.tensors = safetensors::read(file).tensors;
+        for (const auto& [k, t] : c.tensors) c.payload += t.bytes.size;
+      }
+      c.readable = true;
+      if (c.payload != s.payload_bytes) {
+        out.push_back(fmt::format("{}: payload {} differs from the manifest's {}", file->name(),
+                                  c.payload, s.payload_bytes));
+      }
+      if (m.max_shard_bytes) {
+        uint64_t measured = m.cap_mode == "file" ? file->size() : c.payload;
+        // --oversize own-shard: over the cap only alone (one stored tensor, its aliases).
+        auto alone = [&] {
+          const Digest* stored = nullptr;  // the digest every key must share
+          for (const auto& key : s.keys) {
+            auto t = m.tensors.find(key);
+            if (t == m.tensors.end()) continue;
+            if (stored == nullptr) stored = &t->second.sha256;
+            if (*stored != t->second.sha256) return false;
+          }
+          return true;
+        };
+        if (measured > *m.max_shard_bytes && !(m.oversize_own_shard && alone())) {
+          out.push_back(fmt::format("{}: {} {} bytes exceed the cap {}", file->name(),
+                                    m.cap_mode == "file" ? "file of" : "payload of", measured,
+                                    *m.max_shard_bytes));
+        }
+      }
+      bool same_keys =
+          c.tensors.size() == s.keys.size() &&
+          std::equal(c.tensors.begin(), c.tensors.end(), s.keys.begin(),
+                     [](const auto& entry, const std::string& key) { return entry.first == key; });
+      if (!same_keys) {
+        out.push_back(fmt::format(
+            "{}: keys in the file differ from the manifest's list ({} in file, {} listed)",
+            file->name(), c.tensors.size(), s.keys.size()));
+      }
+    });
+  });
+  for (auto& found : per_shard) problems.insert(problems.end(), found.begin(), found.end());
+  for (auto& found : notes) report.notes.insert(report.notes.end(), found.begin(), found.end());
+  report.files_checked += m.shards.size();
+  for (size_t i = 0; i < m.shards.size(); ++i) shard_index[m.shards[i].file] = i;
+}
+
+// Each listed key readable where the manifest says, with matching layout; its
+// bytes are hashed later.
+void DirectoryCheck::State::check_tensors() {
+  data.reserve(m.tensors.size());
+  // The manifest's keys come in order, so each shard's keys are met in order:
+  // one cursor per shard finds them without a search.
+  std::vector<OrderedCursor<TensorTable>> cursors;
+  cursors.reserve(contents.size());
+  for (const auto& c : contents) cursors.emplace_back(c.tensors);
+  for (const auto& entry : m.tensors) {
+    const auto& [key, t] = entry;
+    auto where = [&, &k = key] { return fmt::format("{}: tensor {}", mname, quote(k)); };
+    auto si = shard_index.find(t.shard);
+    if (si == shard_index.end()) {
+      problems.push_back(fmt::format("{}: shard {} is not listed", where(), t.shard));
+      continue;
+    }
+    const auto& c = contents[si->second];
+    if (!c.readable) continue;
+    const TensorTable::value_type* found = nullptr;
+    if (auto it = cursors[si->second].find(key); it != c.tensors.end()) {
+      found = &*it;
+    } else if (!ptd_format && t.alias_of) {
+      // A safetensors alias, which its file does not hold, as a copy of its owner's entry.
+      if (auto o = c.tensors.find(*t.alias_of); o != c.tensors.end())
+        found = &*alias_data.emplace_hint(alias_data.end(), key, o->second);
+    }
+    if (found == nullptr) {
+      problems.push_back(fmt::format("{}: not readable from {}", where(), t.shard));
+      continue;
+    }
+    const TensorData& d = found->second;
+    if (d.dtype != t.dtype || d.shape != t.shape || d.bytes.size != t.nbytes) {
+      problems.push_back(
+          fmt::format("{}: manifest says {} [{}] {} bytes but {} holds {} [{}] {} bytes", where(),
+                      dtype_name(t.dtype), fmt::join(t.shape, ", "), t.nbytes, t.shard,
+                      dtype_name(d.dtype), fmt::join(d.shape, ", "), d.bytes.size));
+    }
+    if (t.alias_of) {
+      auto owner = m.tensors.find(*t.alias_of);
+      if (owner == m.tensors.end() || owner->second.alias_of) {
+        problems.push_back(
+            fmt::format("{}: alias_of {} is not a stored owner", where(), quote(*t.alias_of)));
+      } else if (owner->second.sha256 != t.sha256 || owner->second.shard != t.shard ||
+                 !(key > *t.alias_of)) {
+        problems.push_back(fmt::format("{}: alias_of {} disagrees (digest, shard or owner order)",
+                                       where(), quote(*t.alias_of)));
+      }
+      if (t.is_mutable)
+        problems.push_back(
+            fmt::format("{}: state key is an alias (state is never deduplicated)", where()));
+    }
+    data.push_back(found);
+    hashed.push_back(&entry);
+    ranges.push_back(d.bytes);
+  }
+  ViewSet listed;
+  listed.reserve(m.tensors.size());
+  for (const auto& entry : m.tensors) listed.insert(entry.first);
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    for (const auto& [key, t] : contents[i].tensors) {
+      if (!listed.contains(key)) {
+        problems.push_back(fmt::format("{}: key {} in {} is not in the manifest", mname,
+                                       quote(key), m.shards[i].file));
+      }
+    }
+  }
+}
+
+// A key in two shards: a loader given both refuses them, pack never writes it.
+void DirectoryCheck::State::keys_in_two_shards() {
+  const auto keys = sorted_shard_keys(m);
+  std::vector<std::pair<const ShardKey*, const ShardKey*>> twice;  // (first, later)
+  for (size_t i = 1, first = 0; i < keys.size(); ++i) {
+    if (keys[i].key != keys[first].key) {
+      first = i;
+      continue;
+    }
+    twice.emplace_back(&keys[first], &keys[i]);
+  }
+  // Reported in the order of the later shard's lists.
+  std::sort(twice.begin(), twice.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.second->shard, a.second->position) <
+           std::tie(b.second->shard, b.second->position);
+  });
+  for (const auto& [first, later] : twice) {
+    problems.push_back(fmt::format("{}: key {} is in two shards: {} and {}", mname,
+                                   quote(later->key), m.shards[first->shard].file,
+                                   m.shards[later->shard].file));
+  }
+}
+
+// Each .pte of a directory of programs: size, structure, methods, and every key
+// it needs resolvable in exactly one of the shards the manifest lists for it;
+// then every stored key needed by some program (the manifest's lists are what
+// `pack DIR -o X.pte` restores from, so a key outside them would be lost).
+void DirectoryCheck::State::check_program_entries() {
+  std::set<std::string> needed;
+  program_files.resize(m.programs.size());
+  for (size_t p = 0; p < m.programs.size(); ++p) {
+    const auto& entry = m.programs[p];
+    attempt(problems, [&] {
+      auto file = open_inside(paths.dir, entry.file, mname);
+      ++report.files_checked;
+      if (file->size() != entry.size) {
+        problems.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(),
+                                       file->size(), entry.size));
+      }
+      program_files[p] = file;
+      auto pte_program = pte::read(file);
+      if (pte_program.plans != entry.methods) {
+        problems.push_back(fmt::format("{}: methods [{}] differ from the manifest's [{}]",
+                                       file->name(), fmt::join(pte_program.plans, ", "),
+                                       fmt::join(entry.methods, ", ")));
+      }
+      std::vector<DataFile> files;
+      for (const auto& shard : entry.shards) {
+        auto it = shard_index.find(shard);
+        if (it == shard_index.end()) {
+          problems.push_back(
+              fmt::format("{}: data file {} is not a listed shard", file->name(), shard));
+        } else if (contents[it->second].readable) {
+          files.push_back({shard, &contents[it->second].tensors});
+        }
+      }
+      check_program_data(pte_program, file->name(), files, entry.named_data, true, problems);
+      for (const auto& t : pte_program.tensors) {
+        if (t.storage == pte::Storage::external) needed.insert(t.fqn);
+      }
+    });
+    needed.insert(entry.named_data.begin(), entry.named_data.end());
+  }
+  for (const auto& [key, t] : m.tensors) {
+    if (!needed.count(key)) {
+      problems.push_back(
+          fmt::format("{}: key {} in {} is needed by no program", mname, quote(key), t.shard));
+    }
+  }
+}
+
+// Derived manifest fields (the reader checked the weight_map).
+void DirectoryCheck::State::derived_fields() {
+  uint64_t total = 0;
+  for (const auto& s : m.shards) total += s.payload_bytes;
+  if (total != m.total_size)
+    problems.push_back(fmt::format("{}: metadata.total_size {} differs from the shards' payload {}",
+                                   mname, m.total_size, total));
+  if (ptd_format) return;
+  attempt(problems, [&] {
+    auto file = open_inside(paths.dir, "model.safetensors.index.json", mname);
+    auto raw = file->read_range(0, std::min<uint64_t>(file->size(), Limits::max_header_bytes));
+    auto expected_index = safetensors::index_json(total, weight_map_of(m));
+    if (std::string(raw.begin(), raw.end()) != expected_index) {
+      problems.push_back(
+          fmt::format("{}: does not match the manifest's weight_map", file->name()));
+    }
+  });
+}
+
+// The program's own checks need only the program and the tensor table: they run
+// on one more thread while the bytes are hashed; their problems come last.
+
+}  // namespace ptepack::detail
