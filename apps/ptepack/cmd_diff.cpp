@@ -14,8 +14,7 @@ Action add_diff(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
-      "diff",
-      "Compare two artifacts by what a runtime computes with; exit 0 when nothing differs");
+      "diff", "Compare two artifacts by what a runtime computes with; exit 0 when nothing differs");
   cmd->add_option("a", args->a, "The artifact before: PATH[@DATA[,DATA...]] (any kind dump reads)")
       ->required()
       ->default_str("");

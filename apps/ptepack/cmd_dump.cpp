@@ -30,9 +30,10 @@ Action add_dump(CLI::App& app) {
   auto args = std::make_shared<Args>();
   auto* cmd =
       app.add_subcommand("dump", "Show methods, keys, state, shards and dedup of an artifact");
-  cmd->add_option("path", args->path,
-                  ".ptn, directory, manifest.json, .ptg, .json, .pte, .ptd or .safetensors; a program "
-                  "as PATH@DATA[,DATA...] with its data files")
+  cmd->add_option(
+         "path", args->path,
+         ".ptn, directory, manifest.json, .ptg, .json, .pte, .ptd or .safetensors; a program "
+         "as PATH@DATA[,DATA...] with its data files")
       ->required()
       ->default_str("");
   cmd->add_flag("--json", args->options.json, "Stable machine-readable output");
@@ -73,7 +74,8 @@ Action add_dump(CLI::App& app) {
     o.graph = args->graph == "text";
     o.graph_dot = args->graph == "dot";
     if (o.graph_dot && o.json) {
-      fail(ErrorCode::usage, "--graph=dot prints a Graphviz digraph; it does not combine with --json");
+      fail(ErrorCode::usage,
+           "--graph=dot prints a Graphviz digraph; it does not combine with --json");
     }
     auto spec = parse_artifact_spec(args->path);
     o.data = spec.data;

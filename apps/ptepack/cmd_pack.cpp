@@ -46,8 +46,7 @@ Action add_pack(CLI::App& app) {
       ->check(CLI::IsMember({"error", "own-shard"}));
   cmd->add_option("--max-shard-tensors", args->max_shard_tensors,
                   "At most N stored tensors per shard (aliases not counted; 0: no limit)");
-  cmd->add_option("--shard-prefix", args->options.shard_prefix,
-                  "Shard file name prefix");
+  cmd->add_option("--shard-prefix", args->options.shard_prefix, "Shard file name prefix");
   cmd->add_option("--alignment", args->options.sharding.alignment,
                   ".ptd segment alignment (power of two >= 16)");
   cmd->add_flag("--dry-run", args->options.dry_run, "Print the plan and write nothing");

@@ -145,12 +145,11 @@ int main(int argc, char** argv) {
   // (docs/performance.md). Elsewhere the delay stays: without it,
   // allocation-heavy steps cost up to 30% more time.
   static long decommit_delay = mi_option_get(mi_option_decommit_delay);
-  ptepack::set_memory_return_hooks(
-      {[] { mi_option_set(mi_option_decommit_delay, 0); },
-       [] {
-         mi_collect(true);
-         mi_option_set(mi_option_decommit_delay, decommit_delay);
-       }});
+  ptepack::set_memory_return_hooks({[] { mi_option_set(mi_option_decommit_delay, 0); },
+                                    [] {
+                                      mi_collect(true);
+                                      mi_option_set(mi_option_decommit_delay, decommit_delay);
+                                    }});
 #elif defined(__GLIBC__)
   // A many-tensor model allocates and frees millions of small objects. Without
   // fastbins nothing is consolidated later, and freed memory stays in the

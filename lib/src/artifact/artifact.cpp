@@ -9,12 +9,12 @@
 #include "ptepack/base/error.h"
 #include "ptepack/base/parallel.h"
 #include "ptepack/containers/flat_tensor.h"
-#include "ptepack/json/json_util.h"
 #include "ptepack/containers/safetensors.h"
 #include "ptepack/containers/zip.h"
 #include "ptepack/hash/parallel_hash.h"
 #include "ptepack/hash/sha256.h"
 #include "ptepack/io/progress.h"
+#include "ptepack/json/json_util.h"
 
 namespace ptepack {
 namespace fs = std::filesystem;
@@ -294,8 +294,8 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
   auto filename = path.filename().string();
   auto no_data = [&] {
     if (!data_paths.empty()) {
-      fail(ErrorCode::usage, "{}: @DATA gives a program its data files; this input carries its own data",
-           a.name);
+      fail(ErrorCode::usage,
+           "{}: @DATA gives a program its data files; this input carries its own data", a.name);
     }
   };
   if (fs::is_directory(status) || filename == "manifest.json") {

@@ -20,7 +20,8 @@ std::string escaped(std::string_view text) {
     }
     const size_t length = u >= 0x80 ? utf8_sequence(text, i) : 0;
     // C1 controls (U+0080..U+009F, encoded C2 80..C2 9F) drive terminals too.
-    if (length == 0 || (length == 2 && u == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0)) {
+    if (length == 0 ||
+        (length == 2 && u == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0)) {
       out += fmt::format("\\x{:02x}", u);
       ++i;
       continue;

@@ -29,7 +29,7 @@ size_t utf8_sequence(std::string_view text, size_t i) {
   const unsigned char lead = byte(i);
   if (lead < 0x80) return 1;
   size_t length = 0;
-  unsigned char low = 0x80;  // the second byte's range rules out overlong forms,
+  unsigned char low = 0x80;   // the second byte's range rules out overlong forms,
   unsigned char high = 0xBF;  // surrogates and code points above U+10FFFF
   if (lead >= 0xC2 && lead <= 0xDF) {
     length = 2;

@@ -17,7 +17,6 @@ namespace ptepack::safetensors {
 using json = nlohmann::json;
 using detail::check_key;
 
-
 namespace {
 
 // `text` as a JSON string literal, escaped as nlohmann's serializer escapes it; ill-formed

@@ -44,7 +44,8 @@ inline constexpr uint16_t kFlagDescriptor = 0x0008;
 inline constexpr uint16_t kFlagStrongEncryption = 0x0040;
 inline constexpr uint16_t kFlagUtf8 = 0x0800;
 inline constexpr uint16_t kFlagMaskedHeaders = 0x2000;
-inline constexpr uint16_t kEncryptionFlags = kFlagEncrypted | kFlagStrongEncryption | kFlagMaskedHeaders;
+inline constexpr uint16_t kEncryptionFlags =
+    kFlagEncrypted | kFlagStrongEncryption | kFlagMaskedHeaders;
 
 // Why a member name is unsafe (could escape an extraction directory) or ambiguous;
 // empty when it is fine. Shared by the reader and the planner, so everything

@@ -13,7 +13,6 @@ namespace ptepack::zip {
 
 using namespace detail;
 
-
 namespace {
 
 [[noreturn]] void plan_error(std::string_view what) {

@@ -19,8 +19,8 @@ std::vector<ReleaseFile> release_files(const Manifest& manifest) {
   for (const auto& s : manifest.shards) files.push_back({s.file, s.sha256, s.size});
   if (manifest.shard_format == "safetensors") {
     const auto index = safetensors::index_json(manifest.total_size, weight_map_of(manifest));
-    files.push_back({"model.safetensors.index.json", to_hex(sha256(std::string_view(index))),
-                     index.size()});
+    files.push_back(
+        {"model.safetensors.index.json", to_hex(sha256(std::string_view(index))), index.size()});
   }
   std::sort(files.begin(), files.end(),
             [](const ReleaseFile& x, const ReleaseFile& y) { return x.file < y.file; });

@@ -7,12 +7,12 @@
 #include <limits>
 #include <map>
 
+#include "core/room_index.h"
 #include "ptepack/base/checked.h"
 #include "ptepack/base/error.h"
 #include "ptepack/containers/flat_tensor.h"
 #include "ptepack/containers/safetensors.h"
 #include "ptepack/core/shard_layout.h"
-#include "core/room_index.h"
 
 namespace ptepack {
 namespace {

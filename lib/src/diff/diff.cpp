@@ -9,11 +9,11 @@
 #include <set>
 
 #include "diff/diff_pte.h"
-#include "verify/directory_check.h"
-#include "ptepack/base/error.h"
 #include "ptepack/artifact/artifact.h"
-#include "ptepack/hash/parallel_hash.h"
+#include "ptepack/base/error.h"
 #include "ptepack/graph/program_keys.h"
+#include "ptepack/hash/parallel_hash.h"
+#include "verify/directory_check.h"
 
 namespace ptepack {
 namespace {
@@ -94,8 +94,12 @@ void diff_graphs(const Artifact& a, const Artifact& b, unsigned jobs, ArtifactDi
   for (auto& list : by_change) d.methods.insert(d.methods.end(), list.begin(), list.end());
   merge_walk(
       left.keys, right.keys,
-      [&](const auto& k) { d.keys.push_back({k.first, Change::removed, {}, k.second, std::nullopt}); },
-      [&](const auto& k) { d.keys.push_back({k.first, Change::added, {}, std::nullopt, k.second}); },
+      [&](const auto& k) {
+        d.keys.push_back({k.first, Change::removed, {}, k.second, std::nullopt});
+      },
+      [&](const auto& k) {
+        d.keys.push_back({k.first, Change::added, {}, std::nullopt, k.second});
+      },
       [&](const auto& x, const auto& y) {
         KeyChange change{x.first, Change::changed, {}, x.second, y.second};
         if (x.second.sha256 != y.second.sha256) change.changes.emplace_back("bytes");
@@ -136,7 +140,8 @@ ArtifactDiff diff_artifacts(const DiffSide& a, const DiffSide& b, unsigned jobs)
   // A packed directory is compared on its manifest's digests, so it is first
   // checked whole, as verify checks it: a damaged side is an error, never a verdict.
   for (const auto* side : {&a, &b}) {
-    if (side->data.empty()) detail::check_packed_directory(side->path, jobs, ErrorCode::invalid_input);
+    if (side->data.empty())
+      detail::check_packed_directory(side->path, jobs, ErrorCode::invalid_input);
   }
   auto left = load_artifact(a.path, a.data);
   auto right = load_artifact(b.path, b.data);

@@ -27,8 +27,8 @@ struct Bytes {
 // delegate blobs and the named data the runtime serves it (data files first).
 struct Resolved {
   const pte::Program* program = nullptr;
-  std::string file;                            // its file name
-  std::vector<std::optional<Bytes>> tensors;   // parallel to program->tensors
+  std::string file;                                          // its file name
+  std::vector<std::optional<Bytes>> tensors;                 // parallel to program->tensors
   std::map<std::pair<uint32_t, uint32_t>, Bytes> delegates;  // (plan, index in plan)
   std::map<std::string, Bytes> named;
   bool named_in_program = false;  // some named data is served from the program itself
@@ -173,8 +173,8 @@ void compare_named(const Resolved& a, const Resolved& b, const RangeDigests& dig
   for (const auto& [key, x] : a.named) {
     auto it = b.named.find(key);
     if (it == b.named.end()) {
-      report.add("named_data", fmt::format("named data {} removed ({} B)", quote(key),
-                                           grouped(x.range.size)));
+      report.add("named_data",
+                 fmt::format("named data {} removed ({} B)", quote(key), grouped(x.range.size)));
     } else if (digest_of(x, digests) != digest_of(it->second, digests)) {
       report.add("named_data", fmt::format("named data {}: bytes changed ({} B)", quote(key),
                                            grouped(it->second.range.size)));
@@ -194,7 +194,9 @@ void compare_pair(const Resolved& ra, const Resolved& rb, const RangeDigests& di
   const pte::Program& b = *rb.program;
   const std::string& name = rb.file;
   Reporter whole(out, name, "");
-  auto note = [&](const std::string& text) { out.notes.push_back(fmt::format("{}: {}", name, text)); };
+  auto note = [&](const std::string& text) {
+    out.notes.push_back(fmt::format("{}: {}", name, text));
+  };
   if (!a.not_rewritable.empty() || !b.not_rewritable.empty()) {
     if (a.flatbuffer != b.flatbuffer) {
       const auto& reasons = a.not_rewritable.empty() ? b.not_rewritable : a.not_rewritable;

@@ -1,8 +1,8 @@
 // diff for .pte programs: paired by file name, compared by what the runtime computes with.
 #pragma once
 
-#include "ptepack/diff/diff.h"
 #include "ptepack/artifact/artifact.h"
+#include "ptepack/diff/diff.h"
 
 namespace ptepack::detail {
 

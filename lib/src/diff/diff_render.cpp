@@ -117,7 +117,8 @@ std::string render_diff_json(const ArtifactDiff& d) {
                 {"sha256", s->sha256}};
   };
   json programs = json::array();
-  for (const auto& p : d.programs) programs.push_back({{"a", text_or_null(p.a)}, {"b", text_or_null(p.b)}});
+  for (const auto& p : d.programs)
+    programs.push_back({{"a", text_or_null(p.a)}, {"b", text_or_null(p.b)}});
   json methods = json::array();
   for (const auto& m : d.methods) {
     methods.push_back({{"program", text_or_null(m.program)},

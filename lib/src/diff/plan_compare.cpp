@@ -68,7 +68,8 @@ std::string kind_name(et::KernelTypes type) {
 
 std::string scalar_type_text(et::ScalarType type) {
   const auto dtype = dtype_from_ptd(static_cast<int>(type));
-  return dtype ? std::string(dtype_name(*dtype)) : fmt::format("scalar type {}", static_cast<int>(type));
+  return dtype ? std::string(dtype_name(*dtype))
+               : fmt::format("scalar type {}", static_cast<int>(type));
 }
 
 // How the runtime obtains a tensor's bytes, whatever the place they are stored.
@@ -126,8 +127,8 @@ class PlanComparer {
 
   void run() {
     if (!same_list(x_.inputs(), y_.inputs())) {
-      report_.add("plan", fmt::format("inputs {} -> {}", list_text(x_.inputs()),
-                                      list_text(y_.inputs())));
+      report_.add("plan",
+                  fmt::format("inputs {} -> {}", list_text(x_.inputs()), list_text(y_.inputs())));
     }
     if (!same_list(x_.outputs(), y_.outputs())) {
       report_.add("plan", fmt::format("outputs {} -> {}", list_text(x_.outputs()),
@@ -337,11 +338,11 @@ class PlanComparer {
         const auto [op_x, args_x] = instruction_text(x_, *x.instructions()->Get(i));
         const auto [op_y, args_y] = instruction_text(y_, *y.instructions()->Get(i));
         if (op_x != op_y) {
-          report_.add("instruction",
-                      fmt::format("{}instruction {} {} -> {}{}", at, i, op_x, op_y,
-                                  args_x == args_y
-                                      ? std::string()
-                                      : fmt::format("; arguments {} -> {}", args_x, args_y)));
+          report_.add(
+              "instruction",
+              fmt::format("{}instruction {} {} -> {}{}", at, i, op_x, op_y,
+                          args_x == args_y ? std::string()
+                                           : fmt::format("; arguments {} -> {}", args_x, args_y)));
         } else if (args_x != args_y) {
           report_.add("instruction",
                       fmt::format("{}instruction {} {}: {} -> {}", at, i, op_x, args_x, args_y));
@@ -373,10 +374,10 @@ class PlanComparer {
           report_.add("delegate", fmt::format("{}: compile spec {} key {} -> {}", at, s,
                                               string_text(cx.key()), string_text(cy.key())));
         } else if (!same_list(cx.value(), cy.value())) {
-          report_.add("delegate", fmt::format("{}: compile spec {} {} value changed ({} -> {} B)",
-                                              at, s, string_text(cy.key()),
-                                              grouped(count(cx.value())),
-                                              grouped(count(cy.value()))));
+          report_.add("delegate",
+                      fmt::format("{}: compile spec {} {} value changed ({} -> {} B)", at, s,
+                                  string_text(cy.key()), grouped(count(cx.value())),
+                                  grouped(count(cy.value()))));
         }
       }
       const auto& bx = a_.delegate_blob.at({pa_, d});
@@ -403,10 +404,10 @@ class PlanComparer {
       for (uint32_t i = 0; i < v->size(); ++i) {
         const auto* d = v->Get(i);
         const std::string_view type = et::EnumNameDeviceType(d->device_type());
-        items.push_back(fmt::format("buffer {} on {}:{}", d->buffer_idx(),
-                                    type.empty() ? std::to_string(static_cast<int>(d->device_type()))
-                                                 : type,
-                                    d->device_index()));
+        items.push_back(
+            fmt::format("buffer {} on {}:{}", d->buffer_idx(),
+                        type.empty() ? std::to_string(static_cast<int>(d->device_type())) : type,
+                        d->device_index()));
       }
       return fmt::format("[{}]", fmt::join(items, ", "));
     };

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "ptepack/diff/diff.h"
-#include "ptepack/pte/pte.h"
 #include "ptepack/hash/sha256.h"
+#include "ptepack/pte/pte.h"
 
 namespace ptepack::detail {
 

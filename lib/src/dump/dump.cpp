@@ -242,14 +242,24 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
 
   ProgramDump programs;
   if (!artifact.pte_programs.empty()) {
-    programs = dump_programs({artifact.pte_programs, artifact.data,
-                              artifact.manifest ? &*artifact.manifest : nullptr},
-                             options.graph, options.jobs);
+    programs = dump_programs(
+        {artifact.pte_programs, artifact.data, artifact.manifest ? &*artifact.manifest : nullptr},
+        options.graph, options.jobs);
   }
 
-  detail::DumpContext context{artifact, options, keys, state, std::move(rows), total_keys,
-                              std::move(digests), std::move(programs), referenced_bytes,
-                              stored_bytes, unreferenced_bytes, unreferenced_keys, saved};
+  detail::DumpContext context{artifact,
+                              options,
+                              keys,
+                              state,
+                              std::move(rows),
+                              total_keys,
+                              std::move(digests),
+                              std::move(programs),
+                              referenced_bytes,
+                              stored_bytes,
+                              unreferenced_bytes,
+                              unreferenced_keys,
+                              saved};
   if (options.json) {
     detail::render_json(context, out);
   } else {

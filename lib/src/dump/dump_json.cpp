@@ -3,13 +3,13 @@
 #include <fmt/ranges.h>
 
 #include "dump/dump_internal.h"
+#include "graph/graph_text.h"
 #include "json/json_writer.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
 #include "ptepack/graph/program_access.h"
 #include "ptepack/graph/validate.h"
 #include "ptepack/json/json_util.h"
-#include "graph/graph_text.h"
 
 namespace ptepack::detail {
 namespace {
@@ -160,136 +160,136 @@ void render_json(const DumpContext& context, Sink& out) {
   const uint64_t unreferenced_keys = context.unreferenced_keys;
   const uint64_t saved = context.saved;
   auto sha256_of = [&context](size_t i) { return context.sha256_of(i); };
-    // The document's fields in json_text's order (bytewise by name), streamed:
-    // the program's methods and the tensors can run to millions of entries.
-    // The small parts are DOMs laid out in place.
-    JsonWriter w;
-    w.begin_object();
-    w.field("artifact", artifact.name);
-    if (options.summary) {
-      w.key("breakdown");
-      w.dom(breakdown_json(rows, keys, options.top));
-    }
-    const auto* manifest = artifact.manifest ? &*artifact.manifest : nullptr;
-    if (manifest) w.field("cap_mode", manifest->cap_mode);
-    w.field("format", kDumpFormat);
-    w.field("kind", artifact_kind_name(artifact.kind));
-    if (manifest) {
-      w.key("max_shard_bytes");
-      if (manifest->max_shard_bytes) {
-        w.value(*manifest->max_shard_bytes);
-      } else {
-        w.null();
-      }
-    }
-    w.key("program");
-    if (artifact.program) {
-      w.begin_object();
-      w.key("methods");
-      w.begin_array();
-      for (const auto& m : access::methods(artifact.program.root()))
-        write_method(w, m, options.graph, out);
-      w.end_array();
-      w.field("version", access::version(artifact.program.root()));
-      w.end_object();
+  // The document's fields in json_text's order (bytewise by name), streamed:
+  // the program's methods and the tensors can run to millions of entries.
+  // The small parts are DOMs laid out in place.
+  JsonWriter w;
+  w.begin_object();
+  w.field("artifact", artifact.name);
+  if (options.summary) {
+    w.key("breakdown");
+    w.dom(breakdown_json(rows, keys, options.top));
+  }
+  const auto* manifest = artifact.manifest ? &*artifact.manifest : nullptr;
+  if (manifest) w.field("cap_mode", manifest->cap_mode);
+  w.field("format", kDumpFormat);
+  w.field("kind", artifact_kind_name(artifact.kind));
+  if (manifest) {
+    w.key("max_shard_bytes");
+    if (manifest->max_shard_bytes) {
+      w.value(*manifest->max_shard_bytes);
     } else {
       w.null();
     }
-    if (!artifact.pte_programs.empty()) {
-      w.key("programs");
-      w.dom(programs.json);
-    }
-    if (manifest) w.field("shard_format", manifest->shard_format);
-    w.key("shards");
-    w.begin_array();
-    if (manifest) {
-      for (const auto& s : manifest->shards) {
-        w.begin_object();
-        w.field("file", s.file);
-        w.key("fill");
-        w.dom(manifest->max_shard_bytes
-                  ? ordered(static_cast<double>(manifest->cap_mode == "file" ? s.size
-                                                                             : s.payload_bytes) /
-                            static_cast<double>(*manifest->max_shard_bytes))
-                  : ordered(nullptr));
-        w.field("key_count", s.keys.size());
-        w.field("payload_bytes", s.payload_bytes);
-        w.field("size", s.size);
-        w.end_object();
-      }
-    }
-    w.end_array();
-    w.key("state");
-    w.strings(state);
-    w.key("summary");
+  }
+  w.key("program");
+  if (artifact.program) {
     w.begin_object();
-    w.field("alias_count", artifact.aliases.size());
-    w.field("dedup_saved_bytes", saved);
-    w.field("key_count", total_keys);
-    w.field("referenced_bytes", referenced_bytes);
-    w.field("stored_bytes", stored_bytes);
-    w.field("unreferenced_bytes", unreferenced_bytes);
-    w.field("unreferenced_keys", unreferenced_keys);
+    w.key("methods");
+    w.begin_array();
+    for (const auto& m : access::methods(artifact.program.root()))
+      write_method(w, m, options.graph, out);
+    w.end_array();
+    w.field("version", access::version(artifact.program.root()));
     w.end_object();
-    w.field("version", kDumpVersion);
-    if (options.no_tensors) {
+  } else {
+    w.null();
+  }
+  if (!artifact.pte_programs.empty()) {
+    w.key("programs");
+    w.dom(programs.json);
+  }
+  if (manifest) w.field("shard_format", manifest->shard_format);
+  w.key("shards");
+  w.begin_array();
+  if (manifest) {
+    for (const auto& s : manifest->shards) {
+      w.begin_object();
+      w.field("file", s.file);
+      w.key("fill");
+      w.dom(manifest->max_shard_bytes
+                ? ordered(
+                      static_cast<double>(manifest->cap_mode == "file" ? s.size : s.payload_bytes) /
+                      static_cast<double>(*manifest->max_shard_bytes))
+                : ordered(nullptr));
+      w.field("key_count", s.keys.size());
+      w.field("payload_bytes", s.payload_bytes);
+      w.field("size", s.size);
       w.end_object();
-      out.add(std::move(w).finish());
-      out.flush();
-      return;
     }
-    // "tensors" comes last, after "version", each entry formatted in place.
-    out.add(w.take());
-    out.add(rows.empty() ? ",\n  \"tensors\": {}" : ",\n  \"tensors\": {");
-    // Each entry as json_text would print it inside the document (fields in name order,
-    // indented two levels), formatted directly: a million keys, not a million DOMs.
-    auto add_string = [](std::string& to, std::string_view text) {
-      if (is_utf8(text)) {
-        append_json_string(to, text);
-      } else {
-        to += ordered(text).dump();  // nlohmann's own error, as json_text gives it
-      }
-    };
-    std::string entry;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const auto& r = rows[i];
-      auto to = std::back_inserter(entry);
-      entry = i == 0 ? "\n    " : ",\n    ";
-      add_string(entry, *r.key);
-      entry += ": {";
-      if (!r.alias_of.empty()) {
-        entry += "\n      \"alias_of\": ";
-        add_string(entry, r.alias_of);
-        entry += ',';
-      }
-      fmt::format_to(to, "\n      \"dtype\": \"{}\",", dtype_name(r.data->dtype));
-      if (options.offsets) {
-        entry += "\n      \"file\": ";
-        add_string(entry, file_of(r));
-        entry += ',';
-      }
-      fmt::format_to(to, "\n      \"mutable\": {},\n      \"nbytes\": {},", r.is_mutable,
-                     r.data->bytes.size);
-      if (options.offsets) fmt::format_to(to, "\n      \"offset\": {},", r.data->bytes.offset);
-      auto digest = sha256_of(i);
-      fmt::format_to(to, "\n      \"referenced\": {},\n      \"sha256\": ", r.referenced);
-      entry += digest.empty() ? "null" : "\"" + digest + "\"";
-      entry += ",\n      \"shape\": ";
-      if (r.data->shape.empty()) {
-        entry += "[]";
-      } else {
-        fmt::format_to(to, "[\n        {}\n      ]", fmt::join(r.data->shape, ",\n        "));
-      }
-      if (!r.shard.empty()) {
-        entry += ",\n      \"shard\": ";
-        add_string(entry, r.shard);
-      }
-      entry += "\n    }";
-      out.add(entry);
-    }
-    out.add(rows.empty() ? "\n}\n" : "\n  }\n}\n");
+  }
+  w.end_array();
+  w.key("state");
+  w.strings(state);
+  w.key("summary");
+  w.begin_object();
+  w.field("alias_count", artifact.aliases.size());
+  w.field("dedup_saved_bytes", saved);
+  w.field("key_count", total_keys);
+  w.field("referenced_bytes", referenced_bytes);
+  w.field("stored_bytes", stored_bytes);
+  w.field("unreferenced_bytes", unreferenced_bytes);
+  w.field("unreferenced_keys", unreferenced_keys);
+  w.end_object();
+  w.field("version", kDumpVersion);
+  if (options.no_tensors) {
+    w.end_object();
+    out.add(std::move(w).finish());
     out.flush();
     return;
+  }
+  // "tensors" comes last, after "version", each entry formatted in place.
+  out.add(w.take());
+  out.add(rows.empty() ? ",\n  \"tensors\": {}" : ",\n  \"tensors\": {");
+  // Each entry as json_text would print it inside the document (fields in name order,
+  // indented two levels), formatted directly: a million keys, not a million DOMs.
+  auto add_string = [](std::string& to, std::string_view text) {
+    if (is_utf8(text)) {
+      append_json_string(to, text);
+    } else {
+      to += ordered(text).dump();  // nlohmann's own error, as json_text gives it
+    }
+  };
+  std::string entry;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    auto to = std::back_inserter(entry);
+    entry = i == 0 ? "\n    " : ",\n    ";
+    add_string(entry, *r.key);
+    entry += ": {";
+    if (!r.alias_of.empty()) {
+      entry += "\n      \"alias_of\": ";
+      add_string(entry, r.alias_of);
+      entry += ',';
+    }
+    fmt::format_to(to, "\n      \"dtype\": \"{}\",", dtype_name(r.data->dtype));
+    if (options.offsets) {
+      entry += "\n      \"file\": ";
+      add_string(entry, file_of(r));
+      entry += ',';
+    }
+    fmt::format_to(to, "\n      \"mutable\": {},\n      \"nbytes\": {},", r.is_mutable,
+                   r.data->bytes.size);
+    if (options.offsets) fmt::format_to(to, "\n      \"offset\": {},", r.data->bytes.offset);
+    auto digest = sha256_of(i);
+    fmt::format_to(to, "\n      \"referenced\": {},\n      \"sha256\": ", r.referenced);
+    entry += digest.empty() ? "null" : "\"" + digest + "\"";
+    entry += ",\n      \"shape\": ";
+    if (r.data->shape.empty()) {
+      entry += "[]";
+    } else {
+      fmt::format_to(to, "[\n        {}\n      ]", fmt::join(r.data->shape, ",\n        "));
+    }
+    if (!r.shard.empty()) {
+      entry += ",\n      \"shard\": ";
+      add_string(entry, r.shard);
+    }
+    entry += "\n    }";
+    out.add(entry);
+  }
+  out.add(rows.empty() ? "\n}\n" : "\n  }\n}\n");
+  out.flush();
+  return;
 }
 
 }  // namespace ptepack::detail

@@ -10,8 +10,8 @@
 
 #include "ptepack/base/error.h"
 #include "ptepack/graph/program_access.h"
-#include "ptepack/schema/pte_program_generated.h"
 #include "ptepack/graph/validate.h"
+#include "ptepack/schema/pte_program_generated.h"
 
 namespace ptepack {
 namespace {
@@ -165,7 +165,7 @@ std::string tensor_shape(const pte::TensorInfo& t) {
 // A program's Tensor values and delegates, grouped by plan once.
 struct PlanParts {
   std::map<uint32_t, const pte::TensorInfo*> tensors;  // value index -> tensor
-  std::vector<const pte::Delegate*> delegates;          // in the plan's order
+  std::vector<const pte::Delegate*> delegates;         // in the plan's order
 };
 
 std::vector<PlanParts> parts_of(const pte::Program& p) {
@@ -230,8 +230,7 @@ void draw_plan(Dot& dot, const pte::Program& p, uint32_t plan, const PlanParts& 
         touch(node_id, k->args());
       } else if (const auto* d = ins->instr_args_as_DelegateCall()) {
         const auto* info = delegates.at(static_cast<size_t>(d->delegate_index()));
-        dot.node(node_id,
-                 label({"delegate " + info->id, fmt::format("blob {} B", info->size), at}),
+        dot.node(node_id, label({"delegate " + info->id, fmt::format("blob {} B", info->size), at}),
                  kDelegate);
         touch(node_id, d->args());
       } else {

@@ -32,7 +32,9 @@ size_t code_point_columns(uint32_t c) {
 std::pair<size_t, size_t> char_at(std::string_view text, size_t i) {
   const size_t length = utf8_sequence(text, i);
   if (length <= 1) return {1, 1};
-  const auto byte = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(text[k])); };
+  const auto byte = [&](size_t k) {
+    return static_cast<uint32_t>(static_cast<unsigned char>(text[k]));
+  };
   uint32_t c = byte(i) & (0x7Fu >> length);
   for (size_t k = 1; k < length; ++k) c = (c << 6) | (byte(i + k) & 0x3Fu);
   return {length, code_point_columns(c)};

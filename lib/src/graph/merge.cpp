@@ -1,6 +1,6 @@
 // The transformation: program-wide mutability, state/ and <method>/ names, checks, data binding.
-#include "ptepack/base/parallel.h"
 #include "ptepack/graph/merge.h"
+#include "ptepack/base/parallel.h"
 
 #include <fmt/format.h>
 
@@ -13,14 +13,13 @@
 
 #include "ptepack/base/error.h"
 #include "ptepack/base/memory_return.h"
-#include "ptepack/hash/parallel_hash.h"
-#include "ptepack/io/progress.h"
 #include "ptepack/graph/program_walk.h"
 #include "ptepack/graph/validate.h"
+#include "ptepack/hash/parallel_hash.h"
+#include "ptepack/io/progress.h"
 
 namespace ptepack {
 namespace {
-
 
 bool starts_with(const std::string& s, std::string_view prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;

@@ -12,8 +12,8 @@
 #include "graph/program_json.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
-#include "ptepack/io/input_file.h"
 #include "ptepack/graph/program_access.h"
+#include "ptepack/io/input_file.h"
 #include "ptepack/tensors/tensor.h"
 
 namespace ptepack {

@@ -289,7 +289,6 @@ class JsonLexer {
     }
   }
 
-
   std::string_view text_;
   const std::string& context_;
   size_t pos_ = 0;

@@ -1,6 +1,6 @@
 // pack orchestration: load, merge, hash, plan, then write atomically (or only print the plan).
-#include "ptepack/base/parallel.h"
 #include "ptepack/pack/pack.h"
+#include "ptepack/base/parallel.h"
 
 #include <sys/stat.h>
 
@@ -13,10 +13,10 @@
 #include <string_view>
 
 #include "pack/pack_internal.h"
+#include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/memory_return.h"
 #include "ptepack/base/ordered_cursor.h"
-#include "ptepack/artifact/artifact.h"
 #include "ptepack/hash/parallel_hash.h"
 
 namespace ptepack {

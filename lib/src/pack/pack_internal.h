@@ -6,17 +6,17 @@
 #include <memory>
 #include <optional>
 #include <stop_token>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/containers/manifest.h"
+#include "ptepack/core/file_content.h"
+#include "ptepack/core/storage.h"
 #include "ptepack/io/output_file.h"
 #include "ptepack/io/progress.h"
-#include "ptepack/core/file_content.h"
 #include "ptepack/pack/pack.h"
-#include "ptepack/core/storage.h"
 
 namespace ptepack::detail {
 

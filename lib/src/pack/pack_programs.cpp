@@ -5,8 +5,8 @@
 #include <tuple>
 
 #include "pack/pack_internal.h"
-#include "ptepack/base/error.h"
 #include "ptepack/artifact/artifact.h"
+#include "ptepack/base/error.h"
 #include "ptepack/pte/externalize.h"
 
 namespace ptepack::detail {

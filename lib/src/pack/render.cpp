@@ -5,9 +5,9 @@
 
 #include "ptepack/json/json_util.h"
 
+#include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
-#include "ptepack/artifact/artifact.h"
 #include "ptepack/pack/pack.h"
 
 namespace ptepack {

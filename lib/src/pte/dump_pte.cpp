@@ -201,15 +201,16 @@ ProgramDump dump_programs(const ProgramSet& set, bool graph, unsigned jobs) {
         sha = to_hex(digests.of(t->bytes));
         inside += t->nbytes;
       }
-      tensors.push_back({{"method", p.plans[t->plan]},
-                         {"value", t->value},
-                         {"dtype", t->known_type ? ordered(dtype_name(t->dtype)) : ordered(nullptr)},
-                         {"shape", t->shape},
-                         {"dim_order", t->dim_order},
-                         {"nbytes", t->nbytes},
-                         {"sha256", sha},
-                         {"storage", pte::storage_name(t->storage)},
-                         {"key", t->storage == pte::Storage::external ? t->fqn : ""}});
+      tensors.push_back(
+          {{"method", p.plans[t->plan]},
+           {"value", t->value},
+           {"dtype", t->known_type ? ordered(dtype_name(t->dtype)) : ordered(nullptr)},
+           {"shape", t->shape},
+           {"dim_order", t->dim_order},
+           {"nbytes", t->nbytes},
+           {"sha256", sha},
+           {"storage", pte::storage_name(t->storage)},
+           {"key", t->storage == pte::Storage::external ? t->fqn : ""}});
       line(fmt::format("    {} value {:<5} {:<28} {:>10}  {:<12}  {}", p.plans[t->plan], t->value,
                        layout_text(*t), t->nbytes, sha.substr(0, 12), where_text(*t)));
     }

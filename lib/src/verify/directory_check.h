@@ -5,8 +5,8 @@
 // where it would hash that input's tensors.
 #pragma once
 
-#include <filesystem>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 
 #include "ptepack/base/error.h"

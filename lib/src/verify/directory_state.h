@@ -40,8 +40,8 @@ struct DirectoryCheck::State {
   Manifest m;
   bool ptd_format = true;
   bool programs = false;
-  ProgramBuffer program;                  // a program-graph directory's program
-  std::vector<ShardContents> contents;    // parallel to m.shards
+  ProgramBuffer program;                // a program-graph directory's program
+  std::vector<ShardContents> contents;  // parallel to m.shards
   std::map<std::string, size_t> shard_index;
   std::vector<InputFilePtr> program_files;  // a directory of programs: parallel to m.programs
   // Tensors to hash: the manifest entry and the bytes found for it.

@@ -194,8 +194,8 @@ void DirectoryCheck::State::check_tensors() {
   for (size_t i = 0; i < m.shards.size(); ++i) {
     for (const auto& [key, t] : contents[i].tensors) {
       if (!listed.contains(key)) {
-        problems.push_back(fmt::format("{}: key {} in {} is not in the manifest", mname,
-                                       quote(key), m.shards[i].file));
+        problems.push_back(fmt::format("{}: key {} in {} is not in the manifest", mname, quote(key),
+                                       m.shards[i].file));
       }
     }
   }
@@ -285,8 +285,7 @@ void DirectoryCheck::State::derived_fields() {
     auto raw = file->read_range(0, std::min<uint64_t>(file->size(), Limits::max_header_bytes));
     auto expected_index = safetensors::index_json(total, weight_map_of(m));
     if (std::string(raw.begin(), raw.end()) != expected_index) {
-      problems.push_back(
-          fmt::format("{}: does not match the manifest's weight_map", file->name()));
+      problems.push_back(fmt::format("{}: does not match the manifest's weight_map", file->name()));
     }
   });
 }

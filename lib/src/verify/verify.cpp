@@ -5,21 +5,21 @@
 #include <fmt/ranges.h>
 #include <sys/stat.h>
 
-#include <nlohmann/json.hpp>
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "graph/program_checks.h"
 #include "pte/data_checks.h"
-#include "verify/verify_support.h"
-#include "ptepack/base/error.h"
 #include "ptepack/artifact/artifact.h"
+#include "ptepack/base/error.h"
 #include "ptepack/containers/flat_tensor.h"
-#include "ptepack/json/json_util.h"
 #include "ptepack/containers/safetensors.h"
 #include "ptepack/containers/zip.h"
-#include "ptepack/hash/parallel_hash.h"
 #include "ptepack/graph/validate.h"
+#include "ptepack/hash/parallel_hash.h"
+#include "ptepack/json/json_util.h"
+#include "verify/verify_support.h"
 
 namespace ptepack {
 namespace fs = std::filesystem;
@@ -211,7 +211,8 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
     const bool directory = fs::is_directory(path, missing) || path.filename() == "manifest.json";
     const auto head = directory ? std::vector<uint8_t>() : head_of(path);
     if (directory || (head.size() >= 4 && head[0] == 'P' && head[1] == 'K')) {
-      fail(ErrorCode::usage, "{}: @DATA gives a program its data files; this input carries its own data",
+      fail(ErrorCode::usage,
+           "{}: @DATA gives a program its data files; this input carries its own data",
            path.string());
     }
     if (pte::looks_like_pte(head) || path.extension() == ".pte") {

@@ -125,7 +125,7 @@ struct File {
   uint32_t version = 0;
   uint64_t segment_base = 0;
   std::vector<Segment> segments;
-  TensorTable tensors;                         // key -> dtype/shape/ByteRange in `file`
+  TensorTable tensors;                 // key -> dtype/shape/ByteRange in `file`
   std::vector<uint32_t> segment_keys;  // per segment, how many keys it holds
 };
 

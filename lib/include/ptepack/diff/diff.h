@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "ptepack/tensors/tensor.h"
 #include "ptepack/core/release_files.h"
+#include "ptepack/tensors/tensor.h"
 
 namespace ptepack {
 

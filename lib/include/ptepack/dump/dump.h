@@ -19,9 +19,9 @@ enum class DumpSort { key, size, natural };
 
 struct DumpOptions {
   bool json = false;
-  bool graph = false;  // include every node of every method and subgraph
+  bool graph = false;      // include every node of every method and subgraph
   bool graph_dot = false;  // instead of the dump, the methods as a Graphviz digraph
-  unsigned jobs = 0;   // hashing threads (0: all cores)
+  unsigned jobs = 0;       // hashing threads (0: all cores)
   // Which tensors are listed (totals always cover the whole artifact).
   std::vector<std::string> keys;  // shell globs (fnmatch); any may match
   std::string method;             // keys this method uses

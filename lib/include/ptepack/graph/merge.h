@@ -31,7 +31,6 @@ struct MergedProgram {
   uint64_t dropped_bytes = 0;
 };
 
-
 // Applies every rule of the transformation; throws Error (conflict or
 // invalid_input) naming the method(s) and key(s) at the first rule broken
 // (structural problems are all reported, one per line).

@@ -66,5 +66,4 @@ class Progress {
 // Called by the interrupt handler: replaces a drawn progress line by "ptepack: interrupted".
 void clear_progress_on_interrupt();
 
-
 }  // namespace ptepack

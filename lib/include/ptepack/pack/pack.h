@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "ptepack/io/progress.h"
 #include "ptepack/core/shard_plan.h"
 #include "ptepack/graph/merge.h"
+#include "ptepack/io/progress.h"
 
 namespace ptepack {
 

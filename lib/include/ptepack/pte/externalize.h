@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
-#include "ptepack/pte/pte.h"
-#include "ptepack/hash/parallel_hash.h"
 #include "ptepack/core/naming.h"
 #include "ptepack/core/storage.h"
+#include "ptepack/hash/parallel_hash.h"
+#include "ptepack/pte/pte.h"
 
 namespace ptepack {
 

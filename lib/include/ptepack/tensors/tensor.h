@@ -70,5 +70,4 @@ class TensorLookup {
 // element_count * element_size, or nullopt on overflow.
 [[nodiscard]] std::optional<uint64_t> byte_size(DType dtype, const Shape& shape);
 
-
 }  // namespace ptepack

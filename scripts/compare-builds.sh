@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# compare-builds.sh OLD_BIN NEW_BIN: runs the same pack, dump, verify and diff commands on
+# every fixture and the example with both binaries, then compares every output file and
+# every stdout, stderr and exit code byte for byte. Only pack's elapsed-time figures are
+# masked. Exit 0 when the two builds behave identically; else the differences are listed.
+set -euo pipefail
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 OLD_BIN NEW_BIN" >&2
+  exit 2
+fi
+old=$(realpath "$1")
+new=$(realpath "$2")
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# The inputs, copied so that every path printed is relative and the same for both.
+inputs="$work/inputs"
+mkdir -p "$inputs"
+cp "$root"/examples/*.json "$root"/examples/*.safetensors "$inputs/"
+cp "$root"/tests/data/two_methods.json "$root"/tests/data/two_methods.ptg "$inputs/"
+cp "$root"/tests/data/pte/*.pte "$root"/tests/data/pte/*.ptd "$inputs/"
+
+# One command per line, run in the side's work directory; outputs land there too.
+commands() {
+  echo "pack prefill.json decode.json -o model.ptn"
+  echo "pack prefill.json decode.json -o model --max-shard-bytes 3000"
+  echo "pack prefill.json decode.json -o model_st --shard-format safetensors --max-shard-bytes 2500"
+  echo "pack prefill.json decode.json -o model_json --json --max-shard-bytes 3000"
+  echo "pack model -o again.ptn"
+  echo "pack two_methods.ptg@prefill.safetensors,decode.safetensors -o two.ptn"
+  for what in model.ptn model model_st model/manifest.json two_methods.json prefill.json \
+              decode.safetensors; do
+    echo "dump $what"
+    echo "dump $what --json"
+    echo "dump $what --graph"
+    echo "dump $what --summary --offsets --no-hash"
+    echo "dump $what --width 50"
+    echo "verify $what"
+    echo "verify $what --json"
+  done
+  echo "diff model.ptn model"
+  echo "diff model model_st --json"
+  for pte in *.pte; do
+    stem=${pte%.pte}
+    echo "pack $pte -o ${stem}_dir"
+    echo "pack $pte -o ${stem}_cap --max-shard-bytes 64KB --oversize own-shard --json"
+    echo "pack ${stem}_dir -o ${stem}_back.pte"
+    for what in "$pte" "${stem}_dir" "${stem}_cap" "${stem}_back.pte"; do
+      echo "dump $what"
+      echo "dump $what --json --graph"
+      echo "dump $what --graph=dot"
+      echo "verify $what --json"
+    done
+    echo "diff $pte ${stem}_dir"
+    echo "diff ${stem}_dir ${stem}_cap --json"
+    echo "diff $pte ${stem}_back.pte --json"
+    echo "diff $pte xnnpack_conv.pte"
+  done
+  echo "pack *.pte -o all --max-shard-bytes 300KB"
+  echo "dump all"
+  echo "verify all"
+  echo "pack missing.json -o x.ptn"
+  echo "dump nothing.ptn"
+  echo "pak prefill.json"
+}
+
+run_side() {
+  local bin=$1 dir=$2 n=0
+  mkdir -p "$dir/out" "$dir/log"
+  cp -r "$inputs/." "$dir/out/"
+  (
+    cd "$dir/out"
+    commands > ../commands.txt
+    while IFS= read -r line; do
+      n=$((n + 1))
+      # shellcheck disable=SC2086  # word splitting and globs are the command's own
+      set +e
+      "$bin" $line > "../log/$n.out" 2> "../log/$n.err"
+      echo "$?" > "../log/$n.code"
+      set -e
+      # Elapsed time and rates are the only figures that may differ between runs.
+      sed -E -i 's/ in [0-9]+\.[0-9]+ s \((.*) read at [^)]*\)/ in $TIME (\1 read at $RATE)/;
+                 s/"elapsed_seconds": [0-9.e+-]+/"elapsed_seconds": $TIME/' "../log/$n.out"
+    done < ../commands.txt
+  )
+}
+
+run_side "$old" "$work/old"
+run_side "$new" "$work/new"
+
+count=$(wc -l < "$work/old/commands.txt")
+if diff -r "$work/old" "$work/new" > "$work/differences.txt"; then
+  echo "identical: $count commands, every output file, stdout, stderr and exit code"
+  exit 0
+fi
+echo "the builds differ ($count commands):"
+# Name the commands whose logs differ.
+grep -oE 'log/[0-9]+\.(out|err|code)' "$work/differences.txt" | sort -u | while read -r f; do
+  n=${f#log/}
+  n=${n%%.*}
+  echo "  command $n: $(sed -n "${n}p" "$work/old/commands.txt") ($f)"
+done
+head -50 "$work/differences.txt"
+exit 1
