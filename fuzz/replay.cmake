@@ -7,7 +7,7 @@ foreach(name IN LISTS PTEPACK_FUZZ_TARGETS)
   add_executable(replay_${name}
     ${CMAKE_CURRENT_LIST_DIR}/fuzz_${name}.cpp ${CMAKE_CURRENT_LIST_DIR}/replay_main.cpp)
   target_link_libraries(replay_${name} PRIVATE ptepack ptepack_warnings ptepack_sanitizers)
-  # Readers behind internal headers (formats/json_document.h).
+  # Readers behind internal headers (json/json_document.h).
   target_include_directories(replay_${name} PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../lib/src)
   target_compile_features(replay_${name} PRIVATE cxx_std_20)
   add_test(NAME fuzz_replay_${name}

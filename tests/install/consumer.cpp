@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ptepack/artifact/artifact.h"
+#include "ptepack/base/error.h"
 #include "ptepack/pack/pack.h"
 #include "ptepack/verify/verify.h"
 
