@@ -5,6 +5,7 @@
 #include <limits>
 #include <string_view>
 
+#include "containers/ptd_format.h"
 #include "ptepack/base/byte_reader.h"
 #include "ptepack/base/checked.h"
 #include "ptepack/base/error.h"
@@ -17,14 +18,8 @@ namespace {
 
 namespace fbs = flat_tensor_flatbuffer;
 using executorch_flatbuffer::ScalarType;
+using namespace detail;  // the shared format constants
 
-constexpr std::string_view kIdentifier = "FT01";
-constexpr std::string_view kHeaderMagic = "FH01";
-// Root offset and file identifier: the bytes before the inserted header.
-constexpr uint64_t kPrefixSize = 8;
-
-static_assert(Limits::max_header_bytes < FLATBUFFERS_MAX_BUFFER_SIZE,
-              "a .ptd flatbuffer within the limit must be verifiable");
 
 // Per-object byte counts of what FlatBufferBuilder emits for this schema with
 // ForceDefaults (every field present). Every string, vector and 4-byte-field table

@@ -147,18 +147,8 @@ ordered breakdown_json(const std::vector<KeyRow>& rows, const ProgramKeys& keys,
 }  // namespace
 
 void render_json(const DumpContext& context, Sink& out) {
-  const Artifact& artifact = context.artifact;
-  const DumpOptions& options = context.options;
-  const ProgramKeys& keys = context.keys;
-  const auto& state = context.state;
-  const auto& rows = context.rows;
-  const auto& programs = context.programs;
-  const size_t total_keys = context.total_keys;
-  const uint64_t referenced_bytes = context.referenced_bytes;
-  const uint64_t stored_bytes = context.stored_bytes;
-  const uint64_t unreferenced_bytes = context.unreferenced_bytes;
-  const uint64_t unreferenced_keys = context.unreferenced_keys;
-  const uint64_t saved = context.saved;
+  const auto& [artifact, options, keys, state, rows, total_keys, digests, programs, referenced_bytes,
+                stored_bytes, unreferenced_bytes, unreferenced_keys, saved] = context;
   auto sha256_of = [&context](size_t i) { return context.sha256_of(i); };
   // The document's fields in json_text's order (bytewise by name), streamed:
   // the program's methods and the tensors can run to millions of entries.

@@ -84,19 +84,8 @@ void render_table(Sink& out, size_t count, const std::function<CellWidths(size_t
 }  // namespace
 
 void render_text(const DumpContext& context, Sink& out) {
-  const Artifact& artifact = context.artifact;
-  const DumpOptions& options = context.options;
-  const ProgramKeys& keys = context.keys;
-  const auto& state = context.state;
-  const auto& rows = context.rows;
-  const auto& digests = context.digests;
-  const auto& programs = context.programs;
-  const size_t total_keys = context.total_keys;
-  const uint64_t referenced_bytes = context.referenced_bytes;
-  const uint64_t stored_bytes = context.stored_bytes;
-  const uint64_t unreferenced_bytes = context.unreferenced_bytes;
-  const uint64_t unreferenced_keys = context.unreferenced_keys;
-  const uint64_t saved = context.saved;
+  const auto& [artifact, options, keys, state, rows, total_keys, digests, programs, referenced_bytes,
+                stored_bytes, unreferenced_bytes, unreferenced_keys, saved] = context;
   auto sha256_of = [&context](size_t i) { return context.sha256_of(i); };
   auto line = [&out](const std::string& text) { out.add(text_line(text)); };
   line(fmt::format("{} ({})", artifact.name, artifact_kind_name(artifact.kind)));
