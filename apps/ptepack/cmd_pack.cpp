@@ -14,6 +14,7 @@ Action add_pack(CLI::App& app) {
     std::string cap_mode = "file";
     std::string shard_format = "ptd";
     std::string oversize = "error";
+    std::string placement = "sets";
     size_t max_shard_tensors = 0;
     bool json = false;
     bool quiet = false;
@@ -46,6 +47,11 @@ Action add_pack(CLI::App& app) {
       ->check(CLI::IsMember({"error", "own-shard"}));
   cmd->add_option("--max-shard-tensors", args->max_shard_tensors,
                   "At most N stored tensors per shard (aliases not counted; 0: no limit)");
+  cmd->add_option("--placement", args->placement,
+                  "Two or more .pte programs: sets (shards never mix what different sets of "
+                  "programs use; each loads only its own bytes) or single (one first-fit over "
+                  "everything, for runtimes that take one data file)")
+      ->check(CLI::IsMember({"sets", "single"}));
   cmd->add_option("--shard-prefix", args->options.shard_prefix, "Shard file name prefix");
   cmd->add_option("--alignment", args->options.sharding.alignment,
                   ".ptd segment alignment (power of two >= 16)");
@@ -59,7 +65,7 @@ Action add_pack(CLI::App& app) {
   // Options that shape shards mean nothing for a single-file output: refuse them.
   std::vector<std::pair<std::string, CLI::Option*>> directory_only;
   for (const char* name : {"--alignment", "--shard-format", "--shard-prefix", "--cap-mode",
-                           "--oversize", "--max-shard-tensors"})
+                           "--oversize", "--max-shard-tensors", "--placement"})
     directory_only.emplace_back(name, cmd->get_option(name));
   return [args, directory_only, progress] {
     auto& o = args->options;
@@ -74,6 +80,7 @@ Action add_pack(CLI::App& app) {
       o.sharding.max_shard_bytes = parse_size(args->max_shard_bytes);
     o.sharding.cap_mode = args->cap_mode == "payload" ? CapMode::payload : CapMode::file;
     o.sharding.oversize_own_shard = args->oversize == "own-shard";
+    o.placement = args->placement == "single" ? Placement::single : Placement::sets;
     if (args->max_shard_tensors > 0) o.sharding.max_shard_tensors = args->max_shard_tensors;
     o.sharding.format =
         args->shard_format == "safetensors" ? ShardFormat::safetensors : ShardFormat::ptd;

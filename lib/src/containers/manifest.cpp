@@ -138,6 +138,10 @@ std::string manifest_to_json(const Manifest& m) {
     w.key("keys");
     w.strings(s.keys);
     w.field("payload_bytes", s.payload_bytes);
+    if (!s.programs.empty()) {
+      w.key("programs");
+      w.strings(s.programs);
+    }
     w.field("sha256", s.sha256);
     w.field("size", s.size);
     w.end_object();
@@ -252,6 +256,11 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
     s.size = r.number(entry, "size", where);
     s.payload_bytes = r.number(entry, "payload_bytes", where);
     s.keys = strings(entry, "keys", where);
+    if (entry.find("programs") != nullptr) {
+      if (m.version != kManifestProgramsVersion) r.bad(where + ".programs", "only in version 2");
+      s.programs = strings(entry, "programs", where);
+      if (s.programs.empty()) r.bad(where + ".programs", "empty (the field is left out instead)");
+    }
     m.shards.push_back(std::move(s));
   }
   const auto& tensors = r.field(j, "tensors", "");

@@ -7,6 +7,7 @@
 #include "pack/pack_internal.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
+#include "ptepack/core/sharing_sets.h"
 #include "ptepack/pte/externalize.h"
 
 namespace ptepack::detail {
@@ -125,6 +126,32 @@ PackSummary inline_one(const PackOptions& options, Inputs& in, const RangeDigest
   return summary;
 }
 
+// The shard plan of a directory of programs: by sharing set (two or more
+// programs, --placement sets) or one first-fit over everything.
+std::vector<PlannedShard> plan_programs(const std::vector<StoredTensor>& tensors,
+                                        const std::vector<StorageGroup>& groups,
+                                        const ExternalizedSet& set, const PackOptions& options) {
+  if (set.programs.size() < 2 || options.placement == Placement::single) {
+    return plan_for_output(tensors, groups, options);
+  }
+  // Who uses each tensor: the programs whose key lists name it (both sorted by key).
+  std::vector<SharingSet> users(tensors.size());
+  for (uint32_t p = 0; p < set.programs.size(); ++p) {
+    auto t = tensors.begin();
+    for (const auto& key : set.programs[p].keys) {
+      t = std::lower_bound(t, tensors.end(), key,
+                           [](const StoredTensor& x, const std::string& k) { return x.key < k; });
+      if (t != tensors.end() && t->key == key) users[static_cast<size_t>(t - tensors.begin())].push_back(p);
+    }
+  }
+  try {
+    return plan_shards_by_set(tensors, groups, sharing_sets(tensors, groups, users),
+                              options.sharding);
+  } catch (const Error& e) {
+    throw Error(e.code(), options.output.string() + ": " + e.what());  // name the output
+  }
+}
+
 PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& digests,
                         Progress& progress, PackSummary summary) {
   digests.compute(options.jobs, &progress);
@@ -146,7 +173,7 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
   const auto& tensors = set.tensors;
   auto groups = group_tensors(tensors, DedupRule::bytes);
   summarize_groups(tensors, groups, summary, &progress);
-  auto plan = plan_for_output(tensors, groups, options);
+  auto plan = plan_programs(tensors, groups, set, options);
   auto contents = lay_out_shards(tensors, groups, plan, options, summary);
 
   std::map<std::string, size_t> shard_of;
@@ -168,8 +195,8 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
     if (needs[p].size() > 1) {
       summary.notes.push_back(fmt::format(
           "{} needs {} data files: C++ Module(program, {{files...}}) on ExecuTorch 1.1+ loads "
-          "them; ExecuTorch 1.0 and the Python bindings take one (pack without "
-          "--max-shard-bytes for one)",
+          "them; ExecuTorch 1.0 and the Python bindings take one (pack with --placement "
+          "single and without --max-shard-bytes for one)",
           in.sources[p].file->file, needs[p].size()));
     }
   }
@@ -199,6 +226,8 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
     for (size_t s : needs[p]) {
       manifest.programs[p].shards.push_back(summary.shards[s].file);
       summary.programs[p].shards.push_back(summary.shards[s].file);
+      // With two or more programs each shard names the programs that list it.
+      if (in.sources.size() > 1) manifest.shards[s].programs.push_back(manifest.programs[p].file);
     }
   }
   summary.output_bytes += write_manifest(dir, display("manifest.json"), manifest);

@@ -5,6 +5,8 @@
 #include <fmt/ranges.h>
 
 #include <map>
+#include <set>
+#include <tuple>
 
 #include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
@@ -261,6 +263,29 @@ ProgramDump dump_programs(const ProgramSet& set, bool graph, unsigned jobs) {
                        it->second->shards.empty()
                            ? std::string("none")
                            : fmt::format("{}", fmt::join(it->second->shards, " "))));
+      // What loading them costs against what the program reads of them.
+      uint64_t loaded = 0;
+      for (const auto& file : it->second->shards) {
+        auto shard = std::find_if(set.manifest->shards.begin(), set.manifest->shards.end(),
+                                  [&](const ManifestShard& s) { return s.file == file; });
+        if (shard != set.manifest->shards.end()) loaded += shard->size;
+      }
+      std::set<std::tuple<const InputFile*, uint64_t, uint64_t>> used_ranges;
+      uint64_t used = 0;
+      auto use = [&](const std::string& key) {
+        auto d = set.data.find(key);
+        if (d == set.data.end()) return;
+        const auto& r = d->second.bytes;
+        if (used_ranges.emplace(r.file.get(), r.offset, r.size).second) used += r.size;
+      };
+      for (const auto& t : p.tensors) {
+        if (t.storage == pte::Storage::external) use(t.fqn);
+      }
+      for (const auto& k : it->second->named_data) use(k);
+      pj["data_bytes_loaded"] = loaded;
+      pj["data_bytes_used"] = used;
+      line(fmt::format("  loads {} of data files for the {} it uses ({} beyond)", human_bytes(loaded),
+                       human_bytes(used), percent(loaded - std::min(loaded, used), used)));
     }
     out.json.push_back(pj);
   }

@@ -264,6 +264,23 @@ void DirectoryCheck::State::check_program_entries() {
     });
     needed.insert(entry.named_data.begin(), entry.named_data.end());
   }
+  // Two or more programs: each shard names the programs that list it, in manifest order.
+  std::vector<std::vector<std::string>> listing(m.shards.size());
+  for (const auto& entry : m.programs) {
+    for (const auto& shard : entry.shards) {
+      if (auto it = shard_index.find(shard); it != shard_index.end())
+        listing[it->second].push_back(entry.file);
+    }
+  }
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    const auto& expected = m.programs.size() > 1 ? listing[i] : std::vector<std::string>{};
+    if (m.shards[i].programs != expected) {
+      problems.push_back(fmt::format("{}: shard {}: programs [{}] differ from the programs that "
+                                     "list it [{}]",
+                                     mname, m.shards[i].file, fmt::join(m.shards[i].programs, ", "),
+                                     fmt::join(expected, ", ")));
+    }
+  }
   for (const auto& [key, t] : m.tensors) {
     if (!needed.count(key)) {
       problems.push_back(

@@ -37,6 +37,9 @@ struct ManifestShard {
   uint64_t size = 0;
   uint64_t payload_bytes = 0;
   std::vector<std::string> keys;  // sorted; every key readable from this file
+  // Directory of two or more programs: the programs that list this shard, in
+  // manifest order (its sharing set); written only then, empty otherwise.
+  std::vector<std::string> programs = {};
 };
 
 struct ManifestTensor {

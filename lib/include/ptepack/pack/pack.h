@@ -30,11 +30,18 @@ struct InputSpec {
 // INPUT but with no METHOD= (an '=' belongs to the path).
 [[nodiscard]] InputSpec parse_artifact_spec(const std::string& text);
 
+// Where a directory of two or more programs puts its tensors (docs/shard-planner.md).
+enum class Placement {
+  sets,    // shards never mix sharing sets: each program loads only what it uses
+  single,  // one first-fit over everything (runtimes that take one data file)
+};
+
 struct PackOptions {
   std::vector<std::string> inputs;
   std::filesystem::path output;
   unsigned jobs = 0;  // 0: all cores
   ShardingOptions sharding;
+  Placement placement = Placement::sets;
   std::string shard_prefix = "weights";
   bool dry_run = false;
   bool force = false;  // replace an existing directory that is not a ptepack output

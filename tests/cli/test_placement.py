@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+# Placement by sharing set: variants of the real XNNPACK program (three named-data weights
+# with new bytes and new keys, as a fine-tune gives) packed together never share a shard
+# across different sets of programs, so each program loads only what it uses; one program
+# packs to the same bytes either way; --placement single keeps one first-fit; verify checks
+# each shard's `programs`. Checked from the files with tests/tools readers.
+import hashlib
+import json
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_common import Suite, load_json, read_file, snapshot  # noqa: E402
+import pte_reader  # noqa: E402  (tests/tools is on sys.path through cli_common)
+import ptd_reader  # noqa: E402
+
+suite = Suite()
+STRESS = "xnnpack_stress_mlp"
+
+
+def variant(ctx, directory, name, changes):
+    """The stress program with the named-data entries `changes` ({index: seed}) given new
+    bytes, and their keys (the SHA-256 hex XNNPACK names them by, inside its blobs too)
+    replaced by the new digests everywhere in the file."""
+    source = os.path.join(ctx.data, "pte", STRESS + ".pte")
+    parsed, blob = pte_reader.load(source)
+    data = bytearray(blob)
+    entries = parsed["program"]["named_data"]
+    for index, seed in changes.items():
+        start, size = pte_reader.segment_range(parsed, entries[index]["segment_index"])
+        for i in range(0, size, 97):
+            data[start + i] ^= seed
+        new_key = hashlib.sha256(bytes(data[start:start + size])).hexdigest().encode()
+        data = bytearray(bytes(data).replace(entries[index]["key"].encode(), new_key))
+    path = os.path.join(directory, name)
+    with open(path, "wb") as handle:
+        handle.write(bytes(data))
+    ctx.run_ok("verify", path)
+    return path
+
+
+def needed_keys(out, entry):
+    """Keys a slim program of the directory reads: its EXTERNAL tensors' names (read from the
+    program itself) and the named data the manifest lists for it."""
+    parsed, _ = pte_reader.load(os.path.join(out, entry["file"]))
+    keys = {pte_reader.fqn(t) for _, _, _, t in pte_reader.tensors(parsed)
+            if pte_reader.classify(t) == "external"}
+    return keys | set(entry["named_data"])
+
+
+def shard_contents(out, manifest):
+    """{shard file: {key: (segment file offset, size)}} read from the .ptd files."""
+    contents = {}
+    for shard in manifest["shards"]:
+        parsed = ptd_reader.parse(os.path.join(out, shard["file"]))
+        contents[shard["file"]] = {
+            e["key"]: (parsed["segments"][e["segment_index"]]["file_offset"],
+                       parsed["segments"][e["segment_index"]]["size"])
+            for e in parsed["named_data"]}
+    return contents
+
+
+def check_sets(ctx, out, what):
+    """Every key of a shard is needed by exactly the programs the shard lists (its sharing
+    set), and each program loads at most 5 % more than the distinct bytes it reads."""
+    manifest = load_json(os.path.join(out, "manifest.json"))
+    contents = shard_contents(out, manifest)
+    needs = {p["file"]: needed_keys(out, p) for p in manifest["programs"]}
+    for shard in manifest["shards"]:
+        listed = shard.get("programs")
+        ctx.check(listed, f"{what}: {shard['file']} names no programs")
+        for key in contents[shard["file"]]:
+            users = sorted(f for f, keys in needs.items() if key in keys)
+            ctx.equal(users, sorted(listed or []),
+                      f"{what}: key {key[:20]} of {shard['file']} is used by another set")
+    waste = waste_of(out, manifest, contents, needs)
+    for p in manifest["programs"]:
+        ctx.check(waste[p["file"]] <= 0.05, f"{what}: {p['file']} loads {waste[p['file']]:.1%} "
+                  "beyond what it uses")
+        listing = [s["file"] for s in manifest["shards"] if p["file"] in s.get("programs", [])]
+        ctx.equal(p["shards"], listing, f"{what}: {p['file']}'s shard list, in shard order")
+    return waste
+
+
+def waste_of(out, manifest=None, contents=None, needs=None):
+    """{program: bytes of its data files / distinct bytes it reads of them - 1}."""
+    manifest = manifest or load_json(os.path.join(out, "manifest.json"))
+    contents = contents or shard_contents(out, manifest)
+    needs = needs or {p["file"]: needed_keys(out, p) for p in manifest["programs"]}
+    sizes = {s["file"]: s["size"] for s in manifest["shards"]}
+    waste = {}
+    for p in manifest["programs"]:
+        ranges = {(shard, where) for shard in p["shards"]
+                  for key, where in contents[shard].items() if key in needs[p["file"]]}
+        used = sum(size for _, (_, size) in ranges)
+        waste[p["file"]] = sum(sizes[s] for s in p["shards"]) / used - 1
+    return waste
+
+
+@suite.test
+def variants_each_load_only_their_own_bytes(ctx):
+    d = ctx.mkdir()
+    base = shutil.copy(os.path.join(ctx.data, "pte", STRESS + ".pte"), os.path.join(d, "base.pte"))
+    v1 = variant(ctx, d, "v1.pte", {0: 1, 1: 1, 2: 1})
+    v2 = variant(ctx, d, "v2.pte", {5: 2, 6: 2, 7: 2})
+    out = os.path.join(d, "sets")
+    ctx.run_ok("pack", base, v1, v2, "-o", out, "--max-shard-bytes", "600KB", "-q")
+    ctx.run_ok("verify", out)
+    waste = check_sets(ctx, out, "base + 2 variants")
+    # The same inputs in one first-fit: every program loads shards others need.
+    single = os.path.join(d, "single")
+    ctx.run_ok("pack", base, v1, v2, "-o", single, "--max-shard-bytes", "600KB", "--placement",
+               "single", "-q")
+    ctx.run_ok("verify", single)
+    single_waste = waste_of(single)
+    ctx.check(max(single_waste.values()) > 0.15,
+              f"one first-fit over everything should load others' bytes: {single_waste}")
+    ctx.check(max(waste.values()) <= 0.05, f"waste {waste}")
+    # Deterministic for any -j, and a repack reproduces it.
+    again = os.path.join(d, "again")
+    ctx.run_ok("pack", base, v1, v2, "-o", again, "--max-shard-bytes", "600KB", "-q", "-j", "1")
+    ctx.equal(snapshot(again), snapshot(out), "-j1 against all cores")
+    repacked = os.path.join(d, "repacked")
+    ctx.run_ok("pack", out, "-o", repacked, "--max-shard-bytes", "600KB", "-q")
+    ctx.equal(snapshot(repacked), snapshot(out), "pack DIR reproduces DIR")
+    text = ctx.run_ok("dump", out).out
+    ctx.check(text.count("loads ") == 3 and "beyond" in text, "dump shows each program's load")
+
+
+@suite.test
+def three_programs_with_pairwise_overlaps(ctx):
+    """P1 and P2 share new weights, P2 and P3 share others: every subset's bytes are in shards
+    only that subset lists."""
+    d = ctx.mkdir()
+    p1 = variant(ctx, d, "p1.pte", {0: 1, 1: 1, 2: 1})
+    p2 = variant(ctx, d, "p2.pte", {0: 1, 1: 1, 2: 1, 5: 2, 6: 2, 7: 2})
+    p3 = variant(ctx, d, "p3.pte", {5: 2, 6: 2, 7: 2})
+    for cap in ("600KB", None):
+        out = os.path.join(d, f"out_{cap}")
+        ctx.run_ok("pack", p1, p2, p3, "-o", out, "-q", *(["--max-shard-bytes", cap] if cap else []))
+        ctx.run_ok("verify", out)
+        check_sets(ctx, out, f"three programs, cap {cap}")
+        sets = {tuple(s["programs"]) for s in load_json(os.path.join(out, "manifest.json"))["shards"]}
+        ctx.check({("p1.pte", "p2.pte"), ("p2.pte", "p3.pte"), ("p1.pte",), ("p3.pte",),
+                   ("p1.pte", "p2.pte", "p3.pte")} <= sets, f"cap {cap}: sharing sets {sets}")
+
+
+@suite.test
+def one_program_packs_the_same_bytes_either_way(ctx):
+    d = ctx.mkdir()
+    for stem in ("xnnpack_stress_mlp", "portable_keyword_spotting"):
+        source = os.path.join(ctx.data, "pte", stem + ".pte")
+        a, b = os.path.join(d, stem + "_sets"), os.path.join(d, stem + "_single")
+        ctx.run_ok("pack", source, "-o", a, "--max-shard-bytes", "300KB", "-q")
+        ctx.run_ok("pack", source, "-o", b, "--max-shard-bytes", "300KB", "--placement", "single",
+                   "-q")
+        ctx.equal(snapshot(a), snapshot(b), f"{stem}: one program, same files")
+        ctx.check(all("programs" not in s for s in load_json(os.path.join(a, "manifest.json"))["shards"]),
+                  f"{stem}: no per-shard programs with one program")
+
+
+@suite.test
+def verify_checks_each_shards_programs(ctx):
+    d = ctx.mkdir()
+    base = os.path.join(ctx.data, "pte", STRESS + ".pte")
+    v1 = variant(ctx, d, "v1.pte", {0: 1, 1: 1, 2: 1})
+    out = os.path.join(d, "out")
+    ctx.run_ok("pack", base, v1, "-o", out, "--max-shard-bytes", "600KB", "-q")
+    path = os.path.join(out, "manifest.json")
+    manifest = load_json(path)
+    manifest["shards"][-1]["programs"] = ["v1.pte", "xnnpack_stress_mlp.pte"]
+    if manifest["shards"][-1]["programs"] == load_json(path)["shards"][-1]["programs"]:
+        manifest["shards"][-1]["programs"] = ["v1.pte"]
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2)
+    result = ctx.run("verify", out)
+    ctx.code(result, 1, "a shard naming the wrong programs")
+    ctx.check("differ from the programs that list it" in result.err, result.err)
+    result = ctx.run("pack", out, "-o", os.path.join(d, "again"))
+    ctx.code(result, 1, "pack refuses it with verify's lines")
+
+
+@suite.test
+def placement_is_a_directory_option(ctx):
+    d = ctx.mkdir()
+    base = os.path.join(ctx.data, "pte", STRESS + ".pte")
+    result = ctx.run("pack", base, "-o", os.path.join(d, "x.pte"), "--placement", "single")
+    ctx.code(result, 2, "--placement with a .pte output")
+    result = ctx.run("pack", base, "-o", os.path.join(d, "x"), "--placement", "mixed")
+    ctx.code(result, 2, "an unknown placement")
+
+
+if __name__ == "__main__":
+    suite.main()
