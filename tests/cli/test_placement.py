@@ -182,6 +182,49 @@ def verify_checks_each_shards_programs(ctx):
 
 
 @suite.test
+def clashing_external_keys_are_qualified_not_a_conflict(ctx):
+    """Two exports with the same parameter names and different values (LoRA adapters): each
+    program's clashing EXTERNAL keys get its stem, equal ones stay shared, and every slim
+    program reads back its own original bytes."""
+    d = ctx.mkdir()
+    pair = os.path.join(ctx.data, "pte", "external_pair")
+    programs = {}
+    for stem, change in (("external_pair", False), ("adapter", True)):
+        shutil.copy(pair + ".pte", os.path.join(d, stem + ".pte"))
+        ptd = os.path.join(d, stem + ".ptd")
+        shutil.copy(pair + ".ptd", ptd)
+        entries, parsed = pte_reader.read_ptd(ptd)
+        if change:  # "a" gets other values; "b" stays as it is
+            segment = parsed["segments"][entries["a"]["segment_index"]]
+            blob = bytearray(read_file(ptd))
+            blob[segment["file_offset"]] ^= 0x40
+            with open(ptd, "wb") as handle:
+                handle.write(bytes(blob))
+        programs[stem] = {k: v["bytes"] for k, v in pte_reader.read_ptd(ptd)[0].items()}
+    out = os.path.join(d, "out")
+    result = ctx.run("pack", os.path.join(d, "external_pair.pte"), os.path.join(d, "adapter.pte"),
+                     "-o", out, "-v")
+    ctx.code(result, 0, "clashing EXTERNAL keys")
+    ctx.run_ok("verify", out)
+    manifest = load_json(os.path.join(out, "manifest.json"))
+    ctx.equal(sorted(manifest["tensors"]), ["a@adapter", "a@external_pair", "b"], "keys")
+    contents = shard_contents(out, manifest)
+    for entry in manifest["programs"]:
+        stem = entry["file"][:-4]
+        parsed, _ = pte_reader.load(os.path.join(out, entry["file"]))
+        for _, _, _, tensor in pte_reader.tensors(parsed):
+            if pte_reader.classify(tensor) != "external":
+                continue
+            key = pte_reader.fqn(tensor)
+            shard = next(s for s in entry["shards"] if key in contents[s])
+            offset, size = contents[shard][key]
+            data = read_file(os.path.join(out, shard))[offset:offset + size]
+            original = key.split("@")[0]
+            ctx.equal(data, programs[stem][original], f"{stem}: {key} holds its own bytes")
+    ctx.check("a@adapter" in result.out, "the summary lists the qualified keys")
+
+
+@suite.test
 def placement_is_a_directory_option(ctx):
     d = ctx.mkdir()
     base = os.path.join(ctx.data, "pte", STRESS + ".pte")

@@ -99,6 +99,9 @@ struct Candidate {
   TensorData data;
   Digest digest{};
   bool minted = false;  // a key ptepack chose (may be qualified on a clash)
+  // An EXTERNAL tensor's key: the program names it, but ptepack rewrites the
+  // program anyway, so on a clash it is qualified like a minted key.
+  bool external = false;
 };
 
 constexpr size_t npos = static_cast<size_t>(-1);
@@ -153,7 +156,7 @@ ExternalizedSet externalize(const std::vector<ProgramSource>& sources,
                          digests.of(t.bytes), true});
       } else if (t.storage == Storage::external) {
         const auto& d = external_data(s, t);
-        cands.push_back({p, i, t.fqn, d, digests.of(d.bytes), false});
+        cands.push_back({p, i, t.fqn, d, digests.of(d.bytes), false, true});
       }
     }
     // A key both in the program's named data and in a data file is listed once;
@@ -168,8 +171,9 @@ ExternalizedSet externalize(const std::vector<ProgramSource>& sources,
     for (auto& c : cands) all.push_back(std::move(c));
   }
 
-  // Across programs: a minted key naming different contents in two programs is
-  // qualified with its program's file stem; a fixed key cannot be, so that is a conflict.
+  // Across programs: a minted or EXTERNAL key naming different contents in two
+  // programs is qualified with its program's file stem; a named-data key cannot
+  // be (delegates name it inside their blobs), so that is a conflict.
   for (int round = 0; round < 2; ++round) {
     std::map<std::string, std::vector<size_t>> by_key;
     for (size_t k = 0; k < all.size(); ++k) by_key[all[k].key].push_back(k);
@@ -184,7 +188,7 @@ ExternalizedSet externalize(const std::vector<ProgramSource>& sources,
       bool qualified = false;
       for (size_t k : list) {
         auto& c = all[k];
-        if (round == 0 && c.minted) {
+        if (round == 0 && (c.minted || c.external)) {
           c.key += "@" + stem_of(sources[c.program].file->file);
           qualified = true;
         }
@@ -194,8 +198,8 @@ ExternalizedSet externalize(const std::vector<ProgramSource>& sources,
         const auto& a = all[list[0]];
         const auto& b = all[other];
         fail(ErrorCode::conflict,
-             "key {} has different bytes or layouts in {} and {} (named data and EXTERNAL keys "
-             "cannot be renamed)",
+             "key {} has different bytes or layouts in {} and {} (named-data keys cannot be "
+             "renamed: delegates name them inside their blobs)",
              quote(key), sources[a.program].name, sources[b.program].name);
       }
     }
@@ -209,7 +213,8 @@ ExternalizedSet externalize(const std::vector<ProgramSource>& sources,
     keys[c.program].insert(c.key);
     if (c.tensor == npos) continue;
     const auto& t = sources[c.program].file->program.tensors[c.tensor];
-    if (!c.minted) continue;
+    // An EXTERNAL tensor keeps its key unless a clash qualified it.
+    if (!c.minted && !(c.external && c.key != t.fqn)) continue;
     auto& edit = out.programs[c.program].rewrite.tensors[c.tensor];
     edit.kind = TensorEdit::Kind::external;
     edit.key = c.key;
