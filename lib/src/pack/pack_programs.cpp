@@ -23,11 +23,12 @@ FileContent program_content(const pte::Layout& layout) {
   return content;
 }
 
-Digest write_file(OutputFile& file, const FileContent& content, Progress* progress) {
+Digest write_file(OutputFile& file, const FileContent& content, Progress* progress,
+                  OutputFile::Durability durability) {
   StreamOptions stream;
   stream.sha256 = true;
   auto digest = write_content(file, content, stream, progress).sha256;
-  file.finish(content.size);
+  file.finish(content.size, durability);
   return digest;
 }
 
@@ -119,7 +120,7 @@ PackSummary inline_one(const PackOptions& options, Inputs& in, const RangeDigest
   progress.set_write_total(content.size);
   AtomicOutput output(options.output, AtomicOutput::Kind::file);
   OutputFile file = output.file();
-  write_file(file, content, &progress);
+  write_file(file, content, &progress, OutputFile::Durability::now);
   in.directories.finish_bytes();  // hashing may still show progress until here
   progress.stop();
   output.commit();
@@ -213,7 +214,7 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
   for (size_t p = 0; p < in.sources.size(); ++p) {
     const auto& name = in.sources[p].file->file;
     OutputFile file(dir / name, display(name));
-    auto digest = write_file(file, programs[p], &progress);
+    auto digest = write_file(file, programs[p], &progress, OutputFile::Durability::at_commit);
     manifest.programs.push_back({name,
                                  to_hex(digest),
                                  programs[p].size,

@@ -35,7 +35,7 @@ FileContent shard_content(const std::vector<StoredTensor>& tensors,
 Digest write_small_file(const fs::path& path, const std::string& display, std::string_view bytes) {
   OutputFile file(path, display);
   file.write_at(0, bytes);
-  file.finish(bytes.size());
+  file.finish(bytes.size(), OutputFile::Durability::at_commit);  // a directory output's file
   return sha256(bytes);
 }
 
@@ -102,7 +102,7 @@ std::vector<Digest> write_shard_files(const std::vector<PlannedShard>& plan,
     stream.sha256 = true;
     stream.stop = stop;
     digests[s] = write_content(file, contents[s], stream, progress).sha256;
-    file.finish(contents[s].size);
+    file.finish(contents[s].size, OutputFile::Durability::at_commit);
   });
   return digests;
 }

@@ -32,8 +32,15 @@ class OutputFile {
   // thread while writes go on. Throws ErrorCode::io naming the file: an error
   // seen here is not reported again by a later fsync of the same file.
   void sync_data() const;
-  // Sets the final length, flushes to stable storage and closes.
-  void finish(uint64_t final_size);
+  // When a finished file reaches stable storage.
+  enum class Durability {
+    now,        // fsync before finish() returns
+    at_commit,  // a file of a directory output: AtomicOutput::commit flushes the whole
+                // output with one syncfs before it renames it into place
+  };
+  // Sets the final length, flushes to stable storage (or leaves that to the
+  // output's commit) and closes.
+  void finish(uint64_t final_size, Durability durability = Durability::now);
 
   [[nodiscard]] int fd() const noexcept { return fd_; }
   [[nodiscard]] const std::string& display_name() const noexcept { return display_name_; }
@@ -74,6 +81,9 @@ class AtomicOutput {
   Kind kind_;
   bool committed_ = false;
   int anonymous_fd_ = -1;  // O_TMPFILE file, linked into place by commit()
+  // A directory output: its temporary directory, open from its creation so that
+  // commit's syncfs reports every write-back error of the files written since.
+  int sync_fd_ = -1;
 };
 
 // Removes temporaries that pack processes which no longer run left beside
