@@ -179,6 +179,30 @@ def verify_checks_each_shards_programs(ctx):
     ctx.check("differ from the programs that list it" in result.err, result.err)
     result = ctx.run("pack", out, "-o", os.path.join(d, "again"))
     ctx.code(result, 1, "pack refuses it with verify's lines")
+    # A directory written before shards named their programs (no such field) still verifies.
+    older = os.path.join(d, "older")
+    ctx.run_ok("pack", base, v1, "-o", older, "--max-shard-bytes", "600KB", "-q")
+    manifest = load_json(os.path.join(older, "manifest.json"))
+    for shard in manifest["shards"]:
+        del shard["programs"]
+    with open(os.path.join(older, "manifest.json"), "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2)
+    ctx.run_ok("verify", older)
+    # A program listing a shard that holds none of its keys loads it for nothing.
+    extra = os.path.join(d, "extra")
+    ctx.run_ok("pack", base, v1, "-o", extra, "--max-shard-bytes", "600KB", "-q")
+    manifest = load_json(os.path.join(extra, "manifest.json"))
+    first, second = manifest["programs"]
+    unneeded = next(s for s in second["shards"] if s not in first["shards"])
+    first["shards"].append(unneeded)
+    for shard in manifest["shards"]:
+        if shard["file"] == unneeded:
+            shard["programs"] = [first["file"], second["file"]]
+    with open(os.path.join(extra, "manifest.json"), "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2)
+    result = ctx.run("verify", extra)
+    ctx.code(result, 1, "a program listing a shard it does not need")
+    ctx.check("holds none of its keys" in result.err, result.err)
 
 
 @suite.test

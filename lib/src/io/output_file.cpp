@@ -5,12 +5,15 @@
 #include <linux/fs.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -166,8 +169,71 @@ OutputFile AtomicOutput::file() {
   return OutputFile(temp_, target_.string());
 }
 
+namespace {
+
+// Whether syncfs on `fd`'s file system reports the write-back errors of the
+// files written since `fd` was opened: Linux 5.8 and later, on a local file
+// system (network and FUSE file systems may not flush to their server).
+bool syncfs_reports_errors(int fd) {
+  struct utsname name {};
+  if (::uname(&name) != 0) return false;
+  unsigned major = 0;
+  unsigned minor = 0;
+  if (std::sscanf(name.release, "%u.%u", &major, &minor) != 2) return false;
+  if (major < 5 || (major == 5 && minor < 8)) return false;
+  struct statfs fs {};
+  if (::fstatfs(fd, &fs) != 0) return false;
+  constexpr long kRemote[] = {0x6969 /* NFS */,      0x65735546 /* FUSE */, 0x517B /* SMB */,
+                              0xFF534D42 /* CIFS */, 0xFE534D42 /* SMB2 */, 0x00C36400 /* Ceph */,
+                              0x01021997 /* 9P */,   0x5346414F /* AFS */,  0x47504653 /* GPFS */};
+  for (long type : kRemote) {
+    if (static_cast<long>(fs.f_type) == type) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void AtomicOutput::flush_directory() {
+  // Every file of the output, and the directory itself, on stable storage
+  // before it becomes visible: one syncfs of the file system instead of an
+  // fsync per file (hundreds of small shards). It reports any write-back error
+  // on that file system since sync_fd_ was opened, with the temporary
+  // directory. Where it cannot be trusted to (an older kernel, a remote file
+  // system), every file is fsynced instead.
+  if (syncfs_reports_errors(sync_fd_)) {
+    if (::syncfs(sync_fd_) != 0) {
+      fail(ErrorCode::io, "{}: cannot flush the written files to stable storage: {}",
+           target_.string(), errno_text());
+    }
+    return;
+  }
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(temp_, ec)) {
+    if (!entry.is_regular_file(ec)) continue;
+    int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || ::fsync(fd) != 0) {
+      const auto error = errno_text();
+      if (fd >= 0) ::close(fd);
+      fail(ErrorCode::io, "{}: fsync failed: {}", entry.path().string(), error);
+    }
+    ::close(fd);
+  }
+  if (ec) fail(ErrorCode::io, "{}: cannot list: {}", temp_.string(), ec.message());
+  if (::fsync(sync_fd_) != 0) {
+    fail(ErrorCode::io, "{}: fsync failed: {}", temp_.string(), errno_text());
+  }
+}
+
 void AtomicOutput::commit() {
-  std::lock_guard lock(g_temps_mutex);
+  // Outside the lock: an interrupt during the flush still cancels the output.
+  if (kind_ == Kind::directory) flush_directory();
+  std::unique_lock lock(g_temps_mutex);
+  if (g_interrupted) {  // the watcher is removing the temporary and ending the process
+    lock.unlock();
+    wait_if_interrupted();
+    lock.lock();
+  }
   g_committing = true;
   // A failed rename leaves the temporary in place: interrupts must clean it up again.
   struct Reset {
@@ -190,14 +256,6 @@ void AtomicOutput::commit() {
     }
   }
   if (kind_ == Kind::directory) {
-    // Every file of the output, and the directory itself, on stable storage
-    // before it becomes visible: one syncfs of the file system instead of an
-    // fsync per file (hundreds of small shards). It reports any write-back
-    // error since sync_fd_ was opened, with the temporary directory (Linux 5.8+).
-    if (::syncfs(sync_fd_) != 0) {
-      fail(ErrorCode::io, "{}: cannot flush the written files to stable storage: {}",
-           target_.string(), errno_text());
-    }
     std::error_code ec;
     bool exists = std::filesystem::exists(std::filesystem::symlink_status(target_, ec));
     if (exists) {

@@ -197,10 +197,14 @@ ExternalizedSet externalize(const std::vector<ProgramSource>& sources,
       if (!qualified) {
         const auto& a = all[list[0]];
         const auto& b = all[other];
-        fail(ErrorCode::conflict,
-             "key {} has different bytes or layouts in {} and {} (named-data keys cannot be "
-             "renamed: delegates name them inside their blobs)",
-             quote(key), sources[a.program].name, sources[b.program].name);
+        const bool fixed = std::any_of(list.begin(), list.end(), [&](size_t k) {
+          return !all[k].minted && !all[k].external;
+        });
+        fail(ErrorCode::conflict, "key {} has different bytes or layouts in {} and {} ({})",
+             quote(key), sources[a.program].name, sources[b.program].name,
+             fixed ? "named-data keys cannot be renamed: delegates name them inside their blobs"
+                   : "a program already carries that qualified key (a packed program under "
+                     "another file name?): rename one of the files");
       }
     }
     if (!changed) break;

@@ -258,8 +258,22 @@ void DirectoryCheck::State::check_program_entries() {
         }
       }
       check_program_data(pte_program, file->name(), files, entry.named_data, true, problems);
+      std::set<std::string> own(entry.named_data.begin(), entry.named_data.end());
       for (const auto& t : pte_program.tensors) {
-        if (t.storage == pte::Storage::external) needed.insert(t.fqn);
+        if (t.storage == pte::Storage::external) own.insert(t.fqn);
+      }
+      needed.insert(own.begin(), own.end());
+      // A program loads every file it lists: one that holds none of its keys is
+      // bytes it loads for nothing (pack never lists one).
+      for (const auto& shard : entry.shards) {
+        auto it = shard_index.find(shard);
+        if (it == shard_index.end() || !contents[it->second].readable) continue;
+        const auto& keys = contents[it->second].tensors;
+        if (std::none_of(keys.begin(), keys.end(),
+                         [&](const auto& k) { return own.count(k.first) > 0; })) {
+          problems.push_back(fmt::format("{}: lists data file {}, which holds none of its keys",
+                                         file->name(), shard));
+        }
       }
     });
     needed.insert(entry.named_data.begin(), entry.named_data.end());
@@ -272,7 +286,10 @@ void DirectoryCheck::State::check_program_entries() {
         listing[it->second].push_back(entry.file);
     }
   }
-  for (size_t i = 0; i < m.shards.size(); ++i) {
+  // Manifests written before the field existed have none: nothing to check then.
+  const bool written = std::any_of(m.shards.begin(), m.shards.end(),
+                                   [](const ManifestShard& s) { return !s.programs.empty(); });
+  for (size_t i = 0; written && i < m.shards.size(); ++i) {
     const auto& expected = m.programs.size() > 1 ? listing[i] : std::vector<std::string>{};
     if (m.shards[i].programs != expected) {
       problems.push_back(fmt::format("{}: shard {}: programs [{}] differ from the programs that "

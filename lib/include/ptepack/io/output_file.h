@@ -80,6 +80,9 @@ class AtomicOutput {
   std::filesystem::path temp_;
   Kind kind_;
   bool committed_ = false;
+  // A directory output's files and the directory, to stable storage (commit).
+  void flush_directory();
+
   int anonymous_fd_ = -1;  // O_TMPFILE file, linked into place by commit()
   // A directory output: its temporary directory, open from its creation so that
   // commit's syncfs reports every write-back error of the files written since.
