@@ -15,6 +15,7 @@ Action add_pack(CLI::App& app) {
     std::string shard_format = "ptd";
     std::string oversize = "error";
     std::string placement = "sets";
+    std::string base;
     size_t max_shard_tensors = 0;
     bool json = false;
     bool quiet = false;
@@ -53,6 +54,10 @@ Action add_pack(CLI::App& app) {
                   "everything, for runtimes that take one data file)")
       ->check(CLI::IsMember({"sets", "single"}));
   cmd->add_option("--shard-prefix", args->options.shard_prefix, "Shard file name prefix");
+  cmd->add_option("--base", args->base,
+                  "OLD: the previous release (a packed directory or its manifest.json); its "
+                  "shards are kept whole where still valid, so a device holding OLD downloads "
+                  "only what changed");
   cmd->add_option("--alignment", args->options.sharding.alignment,
                   ".ptd segment alignment (power of two >= 16)");
   cmd->add_flag("--dry-run", args->options.dry_run, "Print the plan and write nothing");
@@ -65,7 +70,7 @@ Action add_pack(CLI::App& app) {
   // Options that shape shards mean nothing for a single-file output: refuse them.
   std::vector<std::pair<std::string, CLI::Option*>> directory_only;
   for (const char* name : {"--alignment", "--shard-format", "--shard-prefix", "--cap-mode",
-                           "--oversize", "--max-shard-tensors", "--placement"})
+                           "--oversize", "--max-shard-tensors", "--placement", "--base"})
     directory_only.emplace_back(name, cmd->get_option(name));
   return [args, directory_only, progress] {
     auto& o = args->options;
@@ -81,6 +86,7 @@ Action add_pack(CLI::App& app) {
     o.sharding.cap_mode = args->cap_mode == "payload" ? CapMode::payload : CapMode::file;
     o.sharding.oversize_own_shard = args->oversize == "own-shard";
     o.placement = args->placement == "single" ? Placement::single : Placement::sets;
+    if (!args->base.empty()) o.base = args->base;
     if (args->max_shard_tensors > 0) o.sharding.max_shard_tensors = args->max_shard_tensors;
     o.sharding.format =
         args->shard_format == "safetensors" ? ShardFormat::safetensors : ShardFormat::ptd;

@@ -183,6 +183,7 @@ void load_shards(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
     auto file = open_inside(paths.dir, shard.file, manifest_name);
     TensorTable table =
         m.shard_format == "ptd" ? ptd::read_file(file).tensors : safetensors::read(file).tensors;
+    for (const auto& key : shard.stale) table.erase(key);  // not part of this release
     merge_table(a.data, std::move(table), file->name());
   }
   for (const auto& [key, t] : m.tensors) {

@@ -144,6 +144,10 @@ std::string manifest_to_json(const Manifest& m) {
     }
     w.field("sha256", s.sha256);
     w.field("size", s.size);
+    if (!s.stale.empty()) {
+      w.key("stale");
+      w.strings(s.stale);
+    }
     w.end_object();
   }
   w.end_array();
@@ -260,6 +264,13 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
       if (m.version != kManifestProgramsVersion) r.bad(where + ".programs", "only in version 2");
       s.programs = strings(entry, "programs", where);
       if (s.programs.empty()) r.bad(where + ".programs", "empty (the field is left out instead)");
+    }
+    if (entry.find("stale") != nullptr) {
+      s.stale = strings(entry, "stale", where);
+      if (s.stale.empty()) r.bad(where + ".stale", "empty (the field is left out instead)");
+      if (!std::is_sorted(s.stale.begin(), s.stale.end()) ||
+          std::adjacent_find(s.stale.begin(), s.stale.end()) != s.stale.end())
+        r.bad(where + ".stale", "expected keys sorted and distinct");
     }
     m.shards.push_back(std::move(s));
   }

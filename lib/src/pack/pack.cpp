@@ -51,6 +51,10 @@ void check_options(const PackOptions& options) {
          "--shard-prefix {} must be letters, digits, '.', '_' or '-' (not starting with '.')",
          quote(prefix));
   }
+  if ((is_package_path(options.output) || is_program_path(options.output)) && options.base) {
+    fail(ErrorCode::usage, "--base applies to directory outputs, not to a {}",
+         is_package_path(options.output) ? ".ptn package" : ".pte program");
+  }
   if ((is_package_path(options.output) || is_program_path(options.output)) && s.max_shard_bytes) {
     fail(ErrorCode::usage, "--max-shard-bytes applies to directory outputs, not to a {}",
          is_package_path(options.output) ? ".ptn package" : ".pte program");
@@ -212,6 +216,7 @@ PackSummary pack_once(const PackOptions& options) {
                   spec.method};
     merge_inputs.push_back(std::move(in));
   }
+  if (options.base) input_paths.push_back(directory_paths(*options.base).dir);
   if (!options.dry_run) detail::check_output_target(options, input_paths);
 
   for (const auto& in : merge_inputs) {
@@ -293,7 +298,7 @@ PackSummary pack_once(const PackOptions& options) {
   auto target = options.output;  // `-o out/` names `out`, as AtomicOutput reads it
   if (target.filename().empty()) target = target.parent_path();
   const auto parent = target.parent_path();
-  if (!options.dry_run && effective_jobs(options.jobs) > 1 &&
+  if (!options.dry_run && effective_jobs(options.jobs) > 1 && !options.base &&
       (parent.empty() || fs::is_directory(parent, ec)) &&
       detail::worth_writing_while_hashing(prepared.tensors, options.write_while_hashing_from)) {
     try {

@@ -139,11 +139,12 @@ uint64_t write_manifest(const std::filesystem::path& dir, const std::string& dis
                                                       const PackOptions& options,
                                                       PackSummary& summary);
 // Writes the shards under content names, in parallel; fills their names into
-// summary and the manifest's shard fields, shards, tensors and weight_map.
+// summary (planned shard s is summary.shards[first + s]) and the manifest's
+// shard fields, shards, tensors and weight_map.
 void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
                   const std::vector<PlannedShard>& plan, const std::vector<FileContent>& contents,
                   const PackOptions& options, AtomicOutput& output, Progress* progress,
-                  PackSummary& summary, Manifest& manifest);
+                  PackSummary& summary, Manifest& manifest, size_t first = 0);
 
 // True when PATH is a .pte program or a directory (or manifest) of programs.
 [[nodiscard]] bool holds_programs(const std::filesystem::path& path);

@@ -4,6 +4,7 @@
 #include <set>
 #include <tuple>
 
+#include "pack/base_release.h"
 #include "pack/pack_internal.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
@@ -174,8 +175,19 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
   const auto& tensors = set.tensors;
   auto groups = group_tensors(tensors, DedupRule::bytes);
   summarize_groups(tensors, groups, summary, &progress);
+  std::optional<BaseRelease> base;
+  if (options.base) {
+    base.emplace(*options.base, kManifestProgramsVersion);
+    base->plan(tensors, options, summary);
+    groups = base->groups_to_place(groups);  // what new shards hold
+  }
   auto plan = plan_programs(tensors, groups, set, options);
   auto contents = lay_out_shards(tensors, groups, plan, options, summary);
+  const size_t reused = base ? base->reused_count() : 0;
+  if (base) {
+    base->add_to_summary(summary);
+    for (size_t s = 0; s < reused; ++s) summary.output_bytes += summary.shards[s].size;
+  }
 
   std::map<std::string, size_t> shard_of;
   for (size_t s = 0; s < summary.shards.size(); ++s) {
@@ -202,6 +214,7 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
     }
   }
   if (options.dry_run) {
+    if (base) base->summarize(tensors, nullptr, summary);
     progress.stop();
     return summary;
   }
@@ -222,7 +235,9 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
                                  {},
                                  set.programs[p].named_keys});
   }
-  write_shards(tensors, groups, plan, contents, options, output, &progress, summary, manifest);
+  if (base) base->write(tensors, dir, output, &progress, manifest);
+  write_shards(tensors, groups, plan, contents, options, output, &progress, summary, manifest,
+               reused);
   for (size_t p = 0; p < in.sources.size(); ++p) {
     for (size_t s : needs[p]) {
       manifest.programs[p].shards.push_back(summary.shards[s].file);
@@ -232,6 +247,7 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
     }
   }
   summary.output_bytes += write_manifest(dir, display("manifest.json"), manifest);
+  if (base) base->summarize(tensors, &manifest, summary);
   in.directories.finish_bytes();  // hashing may still show progress until here
   progress.stop();
   output.commit();
@@ -277,6 +293,7 @@ PackSummary pack_programs(const PackOptions& options) {
   }
   Inputs in;
   load_inputs(options, in);
+  if (options.base) in.paths.push_back(directory_paths(*options.base).dir);
   if (!options.dry_run) check_output_target(options, in.paths);
 
   PackSummary summary;

@@ -68,12 +68,34 @@ std::string render_pack_text(const PackSummary& s, bool verbose) {
     for (size_t i = 0; i < s.shards.size() && (verbose || i < kListed); ++i) {
       const auto& sh = s.shards[i];
       uint64_t measured = s.sharding.cap_mode == CapMode::file ? sh.size : sh.payload_bytes;
-      line(fmt::format("  #{:<3} {:<40} {:>12} bytes  payload {:>12}  {} keys{}", i + 1,
+      line(fmt::format("  #{:<3} {:<40} {:>12} bytes  payload {:>12}  {} keys{}{}", i + 1,
                        sh.file.empty() ? std::string("(named from content when written)") : sh.file,
                        sh.size, sh.payload_bytes, sh.keys.size(),
-                       cap ? "  fill " + percent(measured, *cap) : std::string()));
+                       cap ? "  fill " + percent(measured, *cap) : std::string(),
+                       !sh.reused           ? std::string()
+                       : sh.stale_bytes > 0 ? fmt::format("  reused, {} stale",
+                                                          human_bytes(sh.stale_bytes))
+                                            : std::string("  reused")));
     }
     more(s.shards.size());
+  }
+  if (s.base) {
+    const auto& b = *s.base;
+    line(fmt::format("base {}: {} shards reused, {} new, {} stale carried", b.path,
+                     b.shards_reused, b.shards_new, human_bytes(b.stale_bytes)));
+    if (b.download_bytes) {
+      line(fmt::format("  download from the base: {} of {} ({} changed{})",
+                       human_bytes(*b.download_bytes), human_bytes(b.release_bytes),
+                       human_bytes(b.changed_bytes),
+                       b.changed_bytes > 0
+                           ? fmt::format(", {:.2f}x", static_cast<double>(*b.download_bytes) /
+                                                          static_cast<double>(b.changed_bytes))
+                           : std::string()));
+    }
+    if (b.stored_again_keys > 0) {
+      line(fmt::format("  {} keys stored again beside a copy a reused shard keeps ({})",
+                       b.stored_again_keys, human_bytes(b.stored_again_bytes)));
+    }
   }
   line(s.dry_run
            ? fmt::format("would write: {} bytes{}", s.output_bytes,
@@ -126,8 +148,27 @@ std::string render_pack_json(const PackSummary& s) {
                         {"size", sh.size},
                         {"payload_bytes", sh.payload_bytes},
                         {"keys", sh.keys}});
+      if (s.base) {  // only with --base, so other outputs keep their form
+        shards.back()["reused"] = sh.reused;
+        shards.back()["stale_bytes"] = sh.stale_bytes;
+      }
     }
     j["shards"] = shards;
+  }
+  if (s.base) {
+    const auto& b = *s.base;
+    j["base"] = {
+        {"path", b.path},
+        {"fresh_reason", b.fresh_reason ? ordered(*b.fresh_reason) : ordered(nullptr)},
+        {"shards_reused", b.shards_reused},
+        {"shards_new", b.shards_new},
+        {"stale_bytes", b.stale_bytes},
+        {"stored_again_keys", b.stored_again_keys},
+        {"stored_again_bytes", b.stored_again_bytes},
+        {"changed_bytes", b.changed_bytes},
+        {"download_bytes", b.download_bytes ? ordered(*b.download_bytes) : ordered(nullptr)},
+        {"release_bytes", b.release_bytes},
+    };
   }
   if (!s.programs.empty()) {
     ordered programs = ordered::array();

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "pack/base_release.h"
 #include "pack/pack_internal.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/parallel.h"
@@ -112,7 +113,7 @@ std::vector<Digest> write_shard_files(const std::vector<PlannedShard>& plan,
 void name_shards(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
                  const std::vector<PlannedShard>& plan, const std::vector<FileContent>& contents,
                  const std::vector<Digest>& digests, const PackOptions& options,
-                 AtomicOutput& output, PackSummary& summary, Manifest& manifest) {
+                 AtomicOutput& output, PackSummary& summary, Manifest& manifest, size_t first) {
   const auto& dir = output.temp_path();
   const char* ext = options.sharding.format == ShardFormat::ptd ? "ptd" : "safetensors";
   manifest.shard_format = std::string(shard_format_name(options.sharding.format));
@@ -129,9 +130,9 @@ void name_shards(const std::vector<StoredTensor>& tensors, const std::vector<Sto
     if (ec) {
       fail(ErrorCode::io, "{}: cannot rename shard: {}", output.display_name(name), ec.message());
     }
-    summary.shards[s].file = name;
+    summary.shards[first + s].file = name;
     manifest.shards.push_back(
-        {name, hex, contents[s].size, plan[s].payload_bytes, summary.shards[s].keys});
+        {name, hex, contents[s].size, plan[s].payload_bytes, summary.shards[first + s].keys});
     manifest.total_size += plan[s].payload_bytes;
     for (size_t g : plan[s].groups) {
       const auto& members = groups[g].members;
@@ -152,9 +153,9 @@ void name_shards(const std::vector<StoredTensor>& tensors, const std::vector<Sto
 void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
                   const std::vector<PlannedShard>& plan, const std::vector<FileContent>& contents,
                   const PackOptions& options, AtomicOutput& output, Progress* progress,
-                  PackSummary& summary, Manifest& manifest) {
+                  PackSummary& summary, Manifest& manifest, size_t first) {
   auto digests = write_shard_files(plan, contents, options, output, progress);
-  name_shards(tensors, groups, plan, contents, digests, options, output, summary, manifest);
+  name_shards(tensors, groups, plan, contents, digests, options, output, summary, manifest, first);
 }
 
 namespace {
@@ -165,15 +166,25 @@ DedupRule directory_rule(const PackOptions& options) {
 }
 
 // Groups, plan and every shard's layout of the tensors' digests; fills `summary`.
+// With a base, layout.groups are the groups placed in new shards.
 DirectoryLayout lay_out_directory(const PreparedPack& prepared, const PackOptions& options,
-                                  Progress* progress, PackSummary& summary) {
+                                  Progress* progress, PackSummary& summary,
+                                  BaseRelease* base = nullptr) {
   const auto& tensors = prepared.tensors;
   DirectoryLayout layout;
   layout.groups = group_tensors(tensors, directory_rule(options));
   summarize_groups(tensors, layout.groups, summary, progress);
+  if (base != nullptr) {
+    base->plan(tensors, options, summary);
+    layout.groups = base->groups_to_place(layout.groups);
+  }
   layout.plan = plan_for_output(tensors, layout.groups, options);
   summary.output_bytes = prepared.program_bytes().size();
   layout.contents = lay_out_shards(tensors, layout.groups, layout.plan, options, summary);
+  if (base != nullptr) {
+    base->add_to_summary(summary);
+    for (size_t s = 0; s < base->reused_count(); ++s) summary.output_bytes += summary.shards[s].size;
+  }
   return layout;
 }
 
@@ -195,13 +206,15 @@ WrittenFiles write_files(PreparedPack& prepared, const DirectoryLayout& layout,
 // the manifest (its presence marks a complete directory).
 void finish_directory(const std::vector<StoredTensor>& tensors, const DirectoryLayout& layout,
                       const WrittenFiles& files, const PackOptions& options, AtomicOutput& output,
-                      PackSummary& summary) {
+                      PackSummary& summary, const BaseRelease* base = nullptr,
+                      Progress* progress = nullptr) {
   const auto& dir = output.temp_path();
   auto display = [&](const std::string& name) { return output.display_name(name); };
   Manifest manifest;
   manifest.program = {"program.ptg", to_hex(files.program), files.program_size};
+  if (base != nullptr) base->write(tensors, dir, output, progress, manifest);
   name_shards(tensors, layout.groups, layout.plan, layout.contents, files.shards, options, output,
-              summary, manifest);
+              summary, manifest, base != nullptr ? base->reused_count() : 0);
   manifest.state = summary.state;
   if (options.sharding.format == ShardFormat::safetensors) {
     auto index = safetensors::index_json(manifest.total_size, weight_map_of(manifest));
@@ -212,16 +225,23 @@ void finish_directory(const std::vector<StoredTensor>& tensors, const DirectoryL
     summary.output_bytes += index.size();
   }
   summary.output_bytes += write_manifest(dir, display("manifest.json"), manifest);
+  if (base != nullptr) base->summarize(tensors, &manifest, summary);
 }
 
 }  // namespace
 
 void write_directory(PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
                      Progress* progress, PackSummary& summary) {
-  auto layout = lay_out_directory(prepared, options, progress, summary);
-  if (output == nullptr) return;
+  std::optional<BaseRelease> base;
+  if (options.base) base.emplace(*options.base, kManifestVersion);
+  BaseRelease* kept = base ? &*base : nullptr;
+  auto layout = lay_out_directory(prepared, options, progress, summary, kept);
+  if (output == nullptr) {
+    if (kept != nullptr) kept->summarize(prepared.tensors, nullptr, summary);
+    return;
+  }
   auto files = write_files(prepared, layout, options, *output, progress, false);
-  finish_directory(prepared.tensors, layout, files, options, *output, summary);
+  finish_directory(prepared.tensors, layout, files, options, *output, summary, kept, progress);
 }
 
 std::optional<DirectorySpeculation> write_directory_while_hashing(

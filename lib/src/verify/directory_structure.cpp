@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -115,14 +116,18 @@ void DirectoryCheck::State::read_shards() {
                                     *m.max_shard_bytes));
         }
       }
+      // The file holds the keys this release reads and the stale ones, nothing else.
+      std::vector<std::string_view> listed(s.keys.begin(), s.keys.end());
+      listed.insert(listed.end(), s.stale.begin(), s.stale.end());
+      std::sort(listed.begin(), listed.end());
       bool same_keys =
-          c.tensors.size() == s.keys.size() &&
-          std::equal(c.tensors.begin(), c.tensors.end(), s.keys.begin(),
-                     [](const auto& entry, const std::string& key) { return entry.first == key; });
+          c.tensors.size() == listed.size() &&
+          std::equal(c.tensors.begin(), c.tensors.end(), listed.begin(),
+                     [](const auto& entry, std::string_view key) { return entry.first == key; });
       if (!same_keys) {
         out.push_back(fmt::format(
             "{}: keys in the file differ from the manifest's list ({} in file, {} listed)",
-            file->name(), c.tensors.size(), s.keys.size()));
+            file->name(), c.tensors.size(), listed.size()));
       }
     });
   });
@@ -192,8 +197,15 @@ void DirectoryCheck::State::check_tensors() {
   listed.reserve(m.tensors.size());
   for (const auto& entry : m.tensors) listed.insert(entry.first);
   for (size_t i = 0; i < m.shards.size(); ++i) {
+    const auto& stale = m.shards[i].stale;
+    for (const auto& key : stale) {
+      if (listed.contains(key)) {
+        problems.push_back(fmt::format("{}: key {} is stale in {} and a tensor of the manifest",
+                                       mname, quote(key), m.shards[i].file));
+      }
+    }
     for (const auto& [key, t] : contents[i].tensors) {
-      if (!listed.contains(key)) {
+      if (!listed.contains(key) && !std::binary_search(stale.begin(), stale.end(), key)) {
         problems.push_back(fmt::format("{}: key {} in {} is not in the manifest", mname, quote(key),
                                        m.shards[i].file));
       }
@@ -221,6 +233,36 @@ void DirectoryCheck::State::keys_in_two_shards() {
     problems.push_back(fmt::format("{}: key {} is in two shards: {} and {}", mname,
                                    quote(later->key), m.shards[first->shard].file,
                                    m.shards[later->shard].file));
+  }
+  // A stale key counts too: a program listing both files would meet it twice.
+  std::map<std::string_view, size_t> holder;  // key -> first shard holding it
+  for (const auto& k : keys) holder.emplace(k.key, k.shard);
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    for (const auto& key : m.shards[i].stale) {
+      auto [it, fresh] = holder.emplace(key, i);
+      if (!fresh && it->second != i) {
+        problems.push_back(fmt::format("{}: key {} is in two shards: {} and {}", mname, quote(key),
+                                       m.shards[it->second].file, m.shards[i].file));
+      }
+    }
+  }
+  // Bytes stored twice: a shard kept whole from an earlier release (pack
+  // --base) keeps its copy when a new key with the same bytes lands in a new
+  // shard. Noted, never written by pack otherwise.
+  std::map<std::tuple<Digest, int, Shape>, const std::pair<const std::string, ManifestTensor>*>
+      stored;
+  for (const auto& entry : m.tensors) {
+    const auto& t = entry.second;
+    if (t.alias_of || t.is_mutable) continue;
+    auto content = ptd_format ? std::make_tuple(t.sha256, 0, Shape{})
+                              : std::make_tuple(t.sha256, static_cast<int>(t.dtype), t.shape);
+    auto [it, fresh] = stored.emplace(content, &entry);
+    if (!fresh && it->second->second.shard != t.shard) {
+      report.notes.push_back(fmt::format(
+          "{}: keys {} ({}) and {} ({}) hold the same bytes in two shards (a shard kept "
+          "from an earlier release holds one copy)",
+          mname, quote(it->second->first), it->second->second.shard, quote(entry.first), t.shard));
+    }
   }
 }
 

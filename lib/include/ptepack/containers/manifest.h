@@ -36,7 +36,10 @@ struct ManifestShard {
   std::string sha256;
   uint64_t size = 0;
   uint64_t payload_bytes = 0;
-  std::vector<std::string> keys;  // sorted; every key readable from this file
+  std::vector<std::string> keys;  // sorted; every key of this release the file serves
+  // Keys the file holds that this release does not read (a shard kept whole
+  // from an earlier release by pack --base), sorted; written only when any.
+  std::vector<std::string> stale = {};
   // Directory of two or more programs: the programs that list this shard, in
   // manifest order (its sharing set); written only then, empty otherwise.
   std::vector<std::string> programs = {};

@@ -43,6 +43,9 @@ struct PackOptions {
   ShardingOptions sharding;
   Placement placement = Placement::sets;
   std::string shard_prefix = "weights";
+  // --base OLD: the previous release (a packed directory or its manifest.json),
+  // whose shard files are kept whole where they still fit (docs/shard-planner.md).
+  std::optional<std::filesystem::path> base;
   bool dry_run = false;
   bool force = false;  // replace an existing directory that is not a ptepack output
   // Keep every renamed key in the summary; false counts them only (a
@@ -60,7 +63,25 @@ struct ShardSummary {
   std::string file;   // empty in a dry run (names come from the written bytes)
   uint64_t size = 0;  // exact when written; the planner's bound in a dry run
   uint64_t payload_bytes = 0;
-  std::vector<std::string> keys;
+  std::vector<std::string> keys;  // the keys this release reads from it
+  bool reused = false;            // kept whole from the --base release
+  uint64_t stale_bytes = 0;       // payload of a reused shard no key reads
+};
+
+// What --base kept, and what a device holding the base downloads.
+struct BaseSummary {
+  std::string path;
+  std::optional<std::string> fresh_reason;  // why nothing was reused, when so
+  size_t shards_reused = 0;
+  size_t shards_new = 0;
+  uint64_t stale_bytes = 0;         // carried in reused shards, never read
+  uint64_t stored_again_keys = 0;   // placed new beside a copy a reused shard holds
+  uint64_t stored_again_bytes = 0;  // their distinct bytes
+  // Payload of keys whose (key, SHA-256) the base lacks, plus program files it lacks.
+  uint64_t changed_bytes = 0;
+  // NEW's files, manifest aside, whose name and SHA-256 the base lacks (none in a dry run).
+  std::optional<uint64_t> download_bytes;
+  uint64_t release_bytes = 0;  // all of NEW's files, manifest aside (0 in a dry run)
 };
 
 // A .pte program written by pack (directory of programs, or a .pte output).
@@ -95,6 +116,7 @@ struct PackSummary {
   double elapsed_seconds = 0;            // wall time of the whole pack call
   std::vector<ProgramSummary> programs;  // .pte inputs
   std::vector<std::string> notes;        // advice that is not an error
+  std::optional<BaseSummary> base;       // --base
 };
 
 // Runs the whole command. Nothing is written on error or in a dry run;

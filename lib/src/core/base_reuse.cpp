@@ -1,0 +1,173 @@
+// Which of a previous release's shards a new release keeps whole.
+#include "ptepack/core/base_reuse.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "ptepack/base/error.h"
+
+namespace ptepack {
+namespace {
+
+// The dim order with the identity spelled out (manifests leave it out).
+std::vector<uint8_t> full_order(const std::vector<uint8_t>& order, size_t rank) {
+  if (!order.empty()) return order;
+  std::vector<uint8_t> out(rank);
+  std::iota(out.begin(), out.end(), uint8_t{0});
+  return out;
+}
+
+// NEW's tensor may be read where OLD stored `old`: the same bytes and layout,
+// and state only where OLD kept it as state (state is never an alias).
+bool same_tensor(const StoredTensor& t, const ManifestTensor& old) {
+  return t.sha256 == old.sha256 && t.data.bytes.size == old.nbytes && t.data.dtype == old.dtype &&
+         t.data.shape == old.shape && t.data.opaque == old.opaque &&
+         full_order(t.data.dim_order, t.data.shape.size()) ==
+             full_order(old.dim_order, old.shape.size()) &&
+         (!t.is_mutable || (old.is_mutable && !old.alias_of));
+}
+
+// `name` is "<prefix>-<16 hex digits>.<ext>", as pack names shards.
+bool has_prefix(const std::string& name, const std::string& prefix) {
+  return name.size() > prefix.size() + 1 && name.compare(0, prefix.size(), prefix) == 0 &&
+         name[prefix.size()] == '-';
+}
+
+// Stored tensors of an OLD shard: its keys without the aliases OLD records
+// (stale keys counted as stored: their aliasing is unknown).
+size_t stored_count(const Manifest& old, const ManifestShard& shard) {
+  size_t count = shard.stale.size();
+  for (const auto& key : shard.keys) {
+    auto it = old.tensors.find(key);
+    if (it == old.tensors.end() || !it->second.alias_of) ++count;
+  }
+  return count;
+}
+
+// Why OLD's shard `s` cannot be kept under NEW's limits, or empty.
+std::string over_limits(const Manifest& old, const ManifestShard& s,
+                        const ShardingOptions& options) {
+  const size_t stored = stored_count(old, s);
+  if (options.max_shard_bytes) {
+    const uint64_t cap = *options.max_shard_bytes;
+    const bool payload = options.cap_mode == CapMode::payload;
+    const uint64_t measured = payload ? s.payload_bytes : s.size;
+    if (measured > cap && !(options.oversize_own_shard && stored == 1)) {
+      return fmt::format("its shard {} holds {} {} bytes, over --max-shard-bytes {}", s.file,
+                         measured, payload ? "payload" : "file", cap);
+    }
+  }
+  if (options.max_shard_tensors && stored > *options.max_shard_tensors) {
+    return fmt::format("its shard {} holds {} stored tensors, over --max-shard-tensors {}", s.file,
+                       stored, *options.max_shard_tensors);
+  }
+  return {};
+}
+
+}  // namespace
+
+ReusePlan plan_reuse(const std::vector<StoredTensor>& tensors, const Manifest& old,
+                     const ShardingOptions& options, const std::string& prefix,
+                     unsigned max_stale_percent) {
+  ReusePlan plan;
+  plan.served_by.assign(tensors.size(), ReusePlan::npos);
+  auto fresh = [&](std::string reason) {
+    plan.shards.clear();
+    plan.served_by.assign(tensors.size(), ReusePlan::npos);
+    plan.fresh_reason = std::move(reason);
+    return plan;
+  };
+  if (old.shard_format != shard_format_name(options.format)) {
+    return fresh(fmt::format("the base holds {} shards and this pack writes {}", old.shard_format,
+                             shard_format_name(options.format)));
+  }
+  if (old.cap_mode != cap_mode_name(options.cap_mode)) {
+    return fresh(fmt::format("the base caps shards in {} mode and this pack in {} mode",
+                             old.cap_mode, cap_mode_name(options.cap_mode)));
+  }
+  auto find = [&](const std::string& key) -> size_t {
+    auto it = std::lower_bound(tensors.begin(), tensors.end(), key,
+                               [](const StoredTensor& t, const std::string& k) { return t.key < k; });
+    return it != tensors.end() && it->key == key ? static_cast<size_t>(it - tensors.begin())
+                                                 : ReusePlan::npos;
+  };
+  std::set<std::string_view> claimed;  // every key of the shards reused so far
+  for (size_t s = 0; s < old.shards.size(); ++s) {
+    const auto& shard = old.shards[s];
+    if (!has_prefix(shard.file, prefix)) {
+      return fresh(fmt::format("its shard {} is not named with --shard-prefix {}", shard.file,
+                               quote(prefix)));
+    }
+    bool reusable = true;
+    ReusedShard kept;
+    kept.old_index = s;
+    std::vector<size_t> served;  // NEW tensor indices, in key order
+    uint64_t live_bytes = 0;
+    for (const auto& key : shard.keys) {
+      const size_t t = find(key);
+      if (t == ReusePlan::npos) {
+        kept.stale.push_back(key);
+        continue;
+      }
+      auto old_entry = old.tensors.find(key);
+      if (old_entry == old.tensors.end() || !same_tensor(tensors[t], old_entry->second)) {
+        reusable = false;  // needed with other bytes or another layout
+        break;
+      }
+      served.push_back(t);
+      kept.live.push_back(key);
+      if (!old_entry->second.alias_of) live_bytes += old_entry->second.nbytes;
+    }
+    for (const auto& key : shard.stale) {  // keys OLD itself no longer read
+      if (!reusable) break;
+      if (find(key) != ReusePlan::npos) reusable = false;  // its bytes are unknown
+      kept.stale.push_back(key);
+    }
+    if (!reusable || kept.live.empty()) continue;
+    // An alias is read through its owner's bytes: only with the owner served too.
+    for (const auto& key : kept.live) {
+      const auto& alias_of = old.tensors.at(key).alias_of;
+      if (alias_of && !std::binary_search(kept.live.begin(), kept.live.end(), *alias_of)) {
+        reusable = false;
+      }
+    }
+    if (!reusable || live_bytes > shard.payload_bytes) continue;
+    kept.stale_bytes = shard.payload_bytes - live_bytes;
+    // Integer form of stale / payload > percent / 100.
+    if (kept.stale_bytes * 100 > shard.payload_bytes * uint64_t{max_stale_percent}) continue;
+    bool clash = false;
+    for (const auto& list : {&shard.keys, &shard.stale}) {
+      for (const auto& key : *list) clash = clash || claimed.count(key) > 0;
+    }
+    if (clash) continue;
+    if (auto why = over_limits(old, shard, options); !why.empty()) return fresh(why);
+    for (const auto& list : {&shard.keys, &shard.stale}) claimed.insert(list->begin(), list->end());
+    std::sort(kept.stale.begin(), kept.stale.end());
+    for (size_t t : served) plan.served_by[t] = plan.shards.size();
+    plan.shards.push_back(std::move(kept));
+  }
+  return plan;
+}
+
+std::vector<StorageGroup> unserved_groups(const std::vector<StorageGroup>& groups,
+                                          const ReusePlan& reuse) {
+  std::vector<StorageGroup> out;
+  out.reserve(groups.size());
+  for (const auto& g : groups) {
+    StorageGroup left{{}, g.nbytes, g.is_mutable};
+    for (size_t member : g.members) {
+      if (reuse.served_by[member] == ReusePlan::npos) left.members.push_back(member);
+    }
+    if (!left.members.empty()) out.push_back(std::move(left));
+  }
+  // Tensor indices follow key order: the owner (first member) orders the groups.
+  std::stable_sort(out.begin(), out.end(), [](const StorageGroup& a, const StorageGroup& b) {
+    return a.members.front() < b.members.front();
+  });
+  return out;
+}
+
+}  // namespace ptepack

@@ -1,0 +1,191 @@
+// pack --base OLD: reading the previous release, keeping its shards, and the download.
+#include "pack/base_release.h"
+
+#include <algorithm>
+#include <set>
+
+#include "ptepack/artifact/artifact.h"
+#include "ptepack/base/error.h"
+#include "ptepack/base/parallel.h"
+#include "ptepack/containers/flat_tensor.h"
+#include "ptepack/containers/safetensors.h"
+#include "ptepack/core/file_content.h"
+#include "ptepack/core/release_files.h"
+
+namespace ptepack::detail {
+
+namespace fs = std::filesystem;
+
+BaseRelease::BaseRelease(const fs::path& path, int version) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) fail(ErrorCode::usage, "--base {}: no such directory", path.string());
+  auto paths = directory_paths(path);
+  dir_ = paths.dir;
+  manifest_name_ = paths.manifest.string();
+  if (!fs::is_regular_file(paths.manifest, ec)) {
+    fail(ErrorCode::usage, "--base {}: not a packed directory (no manifest.json)", path.string());
+  }
+  old_ = read_manifest_file(*open_inside(dir_, "manifest.json", dir_.string()), manifest_name_);
+  if (old_.version != version) {
+    fail(ErrorCode::usage, "--base {}: it holds {}, and this pack writes {}", path.string(),
+         old_.version == kManifestProgramsVersion ? ".pte programs" : "a program graph",
+         version == kManifestProgramsVersion ? ".pte programs" : "a program graph");
+  }
+}
+
+void BaseRelease::plan(const std::vector<StoredTensor>& tensors, const PackOptions& options,
+                       PackSummary& summary) {
+  reuse_ = plan_reuse(tensors, old_, options.sharding, options.shard_prefix);
+  auto fresh = [&](const std::string& why) {
+    summary.notes.push_back(fmt::format("--base {}: {}; no shard is reused", dir_.string(), why));
+    reuse_ = ReusePlan{{}, std::vector<size_t>(tensors.size(), ReusePlan::npos), why};
+    files_.clear();
+  };
+  if (reuse_.fresh_reason) return fresh(*reuse_.fresh_reason);
+  // Each reused file as OLD's manifest describes it: its size and keys now,
+  // its bytes when it is copied.
+  files_.assign(reuse_.shards.size(), nullptr);
+  std::vector<std::string> misaligned(reuse_.shards.size());
+  parallel_for(reuse_.shards.size(), effective_jobs(options.jobs), [&](size_t r) {
+    const auto& shard = old_.shards[reuse_.shards[r].old_index];
+    auto file = open_inside(dir_, shard.file, manifest_name_);
+    if (file->size() != shard.size) {
+      fail_input("{}: size {} differs from the manifest's {} (the base is damaged)", file->name(),
+                 file->size(), shard.size);
+    }
+    TensorTable table;
+    if (old_.shard_format == "ptd") {
+      table = ptd::read_file(file).tensors;
+      const uint64_t alignment = options.sharding.alignment;
+      for (const auto& [key, t] : table) {
+        if (t.bytes.size > 0 && t.bytes.offset % alignment != 0 && misaligned[r].empty()) {
+          misaligned[r] = fmt::format("its shard {} has tensor {} at offset {}, not on --alignment {}",
+                                      shard.file, quote(key), t.bytes.offset, alignment);
+        }
+      }
+    } else {
+      table = safetensors::read(file).tensors;
+    }
+    std::vector<std::string_view> listed(shard.keys.begin(), shard.keys.end());
+    listed.insert(listed.end(), shard.stale.begin(), shard.stale.end());
+    std::sort(listed.begin(), listed.end());
+    if (!std::equal(table.begin(), table.end(), listed.begin(), listed.end(),
+                    [](const auto& entry, std::string_view key) { return entry.first == key; })) {
+      fail_input("{}: keys in the file differ from the manifest's list (the base is damaged)",
+                 file->name());
+    }
+    files_[r] = std::move(file);
+  });
+  for (const auto& why : misaligned) {
+    if (!why.empty()) return fresh(why);
+  }
+}
+
+std::vector<StorageGroup> BaseRelease::groups_to_place(
+    const std::vector<StorageGroup>& groups) const {
+  if (reuse_.shards.empty()) return groups;
+  return unserved_groups(groups, reuse_);
+}
+
+void BaseRelease::add_to_summary(PackSummary& summary) const {
+  std::vector<ShardSummary> reused;
+  for (const auto& r : reuse_.shards) {
+    const auto& s = old_.shards[r.old_index];
+    ShardSummary out{s.file, s.size, s.payload_bytes, r.live};
+    out.reused = true;
+    out.stale_bytes = r.stale_bytes;
+    reused.push_back(std::move(out));
+  }
+  summary.shards.insert(summary.shards.begin(), std::make_move_iterator(reused.begin()),
+                        std::make_move_iterator(reused.end()));
+}
+
+void BaseRelease::write(const std::vector<StoredTensor>& tensors, const fs::path& dir,
+                        AtomicOutput& output, Progress* progress, Manifest& manifest) const {
+  // One read of each file: copied and hashed in the same pass.
+  parallel_for(reuse_.shards.size(), 1, [&](size_t r) {
+    const auto& s = old_.shards[reuse_.shards[r].old_index];
+    FileContent content;
+    content.size = s.size;
+    content.pieces.push_back({0, {}, ByteRange{files_[r], 0, s.size}});
+    OutputFile file(dir / s.file, output.display_name(s.file));
+    StreamOptions stream;
+    stream.sha256 = true;
+    auto digest = write_content(file, content, stream, progress).sha256;
+    if (to_hex(digest) != s.sha256) {
+      fail_input("{}: SHA-256 differs from the manifest (the base is damaged); nothing written",
+                 files_[r]->name());
+    }
+    file.finish(s.size, OutputFile::Durability::at_commit);
+  });
+  for (const auto& r : reuse_.shards) {
+    const auto& s = old_.shards[r.old_index];
+    manifest.shards.push_back({s.file, s.sha256, s.size, s.payload_bytes, r.live, r.stale});
+    manifest.total_size += s.payload_bytes;
+  }
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const size_t r = reuse_.served_by[t];
+    if (r == ReusePlan::npos) continue;
+    const auto& nt = tensors[t];
+    const auto& file = old_.shards[reuse_.shards[r].old_index].file;
+    ManifestTensor mt{file,          nt.sha256, nt.data.bytes.size, nt.data.dtype,
+                      nt.data.shape, nt.is_mutable, old_.tensors.at(nt.key).alias_of,
+                      nt.data.dim_order, nt.data.opaque};
+    manifest.tensors.emplace(nt.key, std::move(mt));
+  }
+}
+
+void BaseRelease::summarize(const std::vector<StoredTensor>& tensors, const Manifest* written,
+                            PackSummary& summary) const {
+  BaseSummary b;
+  b.path = dir_.string();
+  b.fresh_reason = reuse_.fresh_reason;
+  b.shards_reused = reuse_.shards.size();
+  b.shards_new = summary.shards.size() - reuse_.shards.size();
+  for (const auto& r : reuse_.shards) b.stale_bytes += r.stale_bytes;
+  // Keys placed again beside a copy a reused shard keeps under another key.
+  std::set<Digest> in_reused;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (reuse_.served_by[t] != ReusePlan::npos) in_reused.insert(tensors[t].sha256);
+  }
+  for (const auto& r : reuse_.shards) {
+    for (const auto& key : r.stale) {
+      if (auto it = old_.tensors.find(key); it != old_.tensors.end())
+        in_reused.insert(it->second.sha256);
+    }
+  }
+  std::set<Digest> again;
+  std::set<Digest> changed;  // the content of keys whose (key, SHA-256) OLD lacks
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const auto& nt = tensors[t];
+    if (reuse_.served_by[t] == ReusePlan::npos && in_reused.count(nt.sha256)) {
+      ++b.stored_again_keys;
+      if (again.insert(nt.sha256).second) b.stored_again_bytes += nt.data.bytes.size;
+    }
+    auto old = old_.tensors.find(nt.key);
+    if ((old == old_.tensors.end() || old->second.sha256 != nt.sha256) &&
+        changed.insert(nt.sha256).second) {
+      b.changed_bytes += nt.data.bytes.size;
+    }
+  }
+  if (written != nullptr) {
+    auto delta = file_delta(release_files(old_), release_files(*written));
+    b.download_bytes = delta.download_bytes;
+    std::set<std::string> shard_files;
+    for (const auto& s : written->shards) shard_files.insert(s.file);
+    for (const auto& f : delta.added) {
+      // Program files OLD lacks count as changed bytes whole; the index is derived.
+      if (!shard_files.count(f.file) && f.file != "model.safetensors.index.json")
+        b.changed_bytes += f.size;
+    }
+    for (const auto& f : release_files(*written)) b.release_bytes += f.size;
+  }
+  summary.base = std::move(b);
+}
+
+void BaseRelease::add_read_paths(std::vector<fs::path>& paths) const {
+  paths.push_back(dir_);
+  for (const auto& s : old_.shards) paths.push_back(dir_ / s.file);
+}
+
+}  // namespace ptepack::detail
