@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_model  # noqa: E402  (sibling script, imported for the generator and parse_size)
 import gen_pte  # noqa: E402  (sibling script: the .pte generator)
+import deploy  # noqa: E402  (sibling script: the deployment case)
 
 TIME_BINARY = "/usr/bin/time"
 MIB = 1 << 20
@@ -642,6 +643,16 @@ def pte(args, ptepack, workdir, jobs, created):
             "ratios": ratios, "best_ratios": best_ratios, "floors": floors}
 
 
+def deploy_case(args, ptepack, workdir, jobs, created):
+    """bench/deploy.py with this script's timing and the .pte generator (named data only,
+    tensors of at most 8 MiB so that a variant's share is many of them)."""
+    def generate(path, size, seed):
+        gen_pte.generate(gen_pte.parse_args(
+            ["--size", str(size), "--named", "1", "--dup", "0", "--max-tensor", "8MiB",
+             "--seed", str(seed), "--out", path, "--quiet"]))
+    return deploy.deploy(args, ptepack, workdir, jobs, created, measure, generate)
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ptepack", required=True, help="path of the ptepack binary")
@@ -676,6 +687,14 @@ def parse_args(argv):
                         help="zero-byte tensors in the metadata safetensors (default 1000000)")
     parser.add_argument("--metadata-ints", type=int, default=3000000,
                         help="elements of the metadata program's int list (default 3000000)")
+    parser.add_argument("--deploy", action="store_true",
+                        help="the deployment case: a foundation program (--size) and variants, "
+                             "two releases, with and without --base (bench/deploy.py)")
+    parser.add_argument("--deploy-variants", type=int, default=8,
+                        help="variants over the foundation (default 8)")
+    parser.add_argument("--deploy-change", type=float, default=0.01,
+                        help="share of the foundation's named bytes each variant changes "
+                             "(default 0.01)")
     parser.add_argument("--pte", action="store_true",
                         help="time pack of one generated ExecuTorch .pte program instead")
     parser.add_argument("--pte-dup", type=float, default=0.2,
@@ -698,7 +717,7 @@ def parse_args(argv):
         parser.error("--scaling, --pte and --metadata are separate runs")
 
     if args.size is None:
-        args.size = gen_model.parse_size("1GiB" if args.pte else "512MiB")
+        args.size = gen_model.parse_size("1GiB" if args.pte or args.deploy else "512MiB")
     if args.idle_wait is None:
         args.idle_wait = 0.0 if args.scaling or args.metadata else 20.0
     if args.reps < 1:
@@ -726,7 +745,7 @@ def main(argv=None):
     created = []  # (kind, path) made by this run, removed at exit even after a failure
     try:
         mode = (metadata if args.metadata else scaling if args.scaling else pte if args.pte
-                else throughput)
+                else deploy_case if args.deploy else throughput)
         result = mode(args, ptepack, workdir, jobs, created)
     finally:
         for kind, path in created:
