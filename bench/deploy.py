@@ -135,7 +135,8 @@ def deploy(args, ptepack, workdir, jobs, created, measure, generate):
         for v in range(args.deploy_variants):
             path = os.path.join(folder, f"variant{v}.pte")
             if not os.path.exists(path):
-                make_variant(foundation, path, args.deploy_change, 1000 * release + v)
+                make_variant(foundation, path + ".tmp", args.deploy_change, 1000 * release + v)
+                os.replace(path + ".tmp", path)  # complete, or absent
             programs.append(path)
         releases[release] = programs
     out = os.path.join(workdir, "deploy-out")

@@ -213,6 +213,63 @@ def a_constant_changed_in_place_replaces_only_its_shard(ctx):
               "nothing stale: the shard holding the constant is not kept")
 
 
+def with_constant_changed(ctx, directory, name, xor):
+    """The stress program with its first stored constant's first byte changed (same key)."""
+    path = shutil.copy(os.path.join(ctx.data, "pte", STRESS + ".pte"), os.path.join(directory, name))
+    parsed, data = pte_reader.load(path)
+    constant = pte_reader.stored_constants(parsed, data)[0]
+    offset, _ = pte_reader.constant_location(parsed, constant["tensor"])
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        byte = handle.read(1)[0]
+        handle.seek(offset)
+        handle.write(bytes([byte ^ xor]))
+    return path
+
+
+def external_keys(path):
+    parsed, _ = pte_reader.load(path)
+    return sorted(pte_reader.fqn(t) for _, _, _, t in pte_reader.tensors(parsed)
+                  if pte_reader.classify(t) == "external")
+
+
+@suite.test
+def keys_stay_across_releases(ctx):
+    """A program packed again on a base keeps the keys the base gave it: a newcomer whose
+    constant clashes is the one qualified, and a program left alone keeps its qualified key."""
+    d = ctx.mkdir()
+    a = shutil.copy(os.path.join(ctx.data, "pte", STRESS + ".pte"), os.path.join(d, "a.pte"))
+    b = with_constant_changed(ctx, d, "b.pte", 0x11)
+    c = with_constant_changed(ctx, d, "c.pte", 0x22)
+    alone, pair, fresh_pair = (os.path.join(d, n) for n in ("alone", "pair", "fresh_pair"))
+    ctx.run_ok("pack", a, "-o", alone, "--max-shard-bytes", CAP, "-q")
+    ctx.run_ok("pack", a, b, "-o", pair, "--max-shard-bytes", CAP, "--base", alone, "-q")
+    ctx.run_ok("pack", a, b, "-o", fresh_pair, "--max-shard-bytes", CAP, "-q")
+    ctx.run_ok("verify", pair)
+    ctx.equal(read_file(os.path.join(pair, "a.pte")), read_file(os.path.join(alone, "a.pte")),
+              "a.pte keeps its keys and bytes")
+    qualified = [k for k in external_keys(os.path.join(pair, "b.pte")) if "@" in k]
+    ctx.check(qualified and all(k.endswith("@b") for k in qualified), f"b qualified: {qualified}")
+    ctx.check(not any("@" in k for k in external_keys(os.path.join(pair, "a.pte"))),
+              "a keeps the unqualified key")
+    # Without --base both clashing programs are qualified (the rule of one pack).
+    ctx.check(any(k.endswith("@a") for k in external_keys(os.path.join(fresh_pair, "a.pte"))),
+              "a fresh pair qualifies both")
+    check_release(ctx, alone, pair, "a clashing program added", bound=1.10)
+    # A third clashing program: the pair's files stay as they were.
+    three = os.path.join(d, "three")
+    ctx.run_ok("pack", a, b, c, "-o", three, "--max-shard-bytes", CAP, "--base", pair, "-q")
+    for name in ("a.pte", "b.pte"):
+        ctx.equal(read_file(os.path.join(three, name)), read_file(os.path.join(pair, name)),
+                  f"{name} unchanged by a third program")
+    # Dropping b: a keeps the key it has, qualified or not.
+    back = os.path.join(d, "back")
+    ctx.run_ok("pack", a, "-o", back, "--max-shard-bytes", CAP, "--base", fresh_pair, "-q")
+    ctx.equal(read_file(os.path.join(back, "a.pte")), read_file(os.path.join(fresh_pair, "a.pte")),
+              "a keeps its qualified key when b is dropped")
+    ctx.run_ok("verify", back)
+
+
 @suite.test
 def another_cap_places_fresh_with_a_note(ctx):
     d = ctx.mkdir()

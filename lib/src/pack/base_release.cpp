@@ -11,6 +11,7 @@
 #include "ptepack/containers/safetensors.h"
 #include "ptepack/core/file_content.h"
 #include "ptepack/core/release_files.h"
+#include "ptepack/pte/pte.h"
 
 namespace ptepack::detail {
 
@@ -31,6 +32,20 @@ BaseRelease::BaseRelease(const fs::path& path, int version) {
          old_.version == kManifestProgramsVersion ? ".pte programs" : "a program graph",
          version == kManifestProgramsVersion ? ".pte programs" : "a program graph");
   }
+}
+
+PreviousKeys BaseRelease::previous_keys() const {
+  PreviousKeys keys;
+  for (const auto& entry : old_.programs) {
+    auto program = pte::read(open_inside(dir_, entry.file, manifest_name_));
+    for (const auto& t : program.tensors) {
+      if (t.storage != pte::Storage::external) continue;
+      auto it = old_.tensors.find(t.fqn);
+      if (it == old_.tensors.end()) continue;  // OLD's verify would refuse it
+      keys[{entry.file, program.plans[t.plan], t.value}] = {t.fqn, it->second.sha256};
+    }
+  }
+  return keys;
 }
 
 void BaseRelease::plan(const std::vector<StoredTensor>& tensors, const PackOptions& options,

@@ -11,6 +11,7 @@
 #include "ptepack/io/output_file.h"
 #include "ptepack/io/progress.h"
 #include "ptepack/pack/pack.h"
+#include "ptepack/pte/externalize.h"
 
 namespace ptepack::detail {
 
@@ -19,6 +20,10 @@ class BaseRelease {
   // Reads OLD's manifest (a packed directory or its manifest.json), which must
   // be of `version` (the output's kind); a usage error otherwise.
   BaseRelease(const std::filesystem::path& path, int version);
+
+  // The keys OLD's programs give their EXTERNAL tensors, with their digests
+  // (a directory of programs), so a program NEW packs again keeps them.
+  [[nodiscard]] PreviousKeys previous_keys() const;
 
   // Decides which of OLD's shards NEW keeps (plan_reuse) and opens them: each
   // must have OLD's size and keys (an error naming the file otherwise) and,

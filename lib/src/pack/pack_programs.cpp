@@ -166,7 +166,13 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
     return out;
   }
 
-  auto set = externalize(in.sources, digests);
+  std::optional<BaseRelease> base;
+  PreviousKeys previous;
+  if (options.base) {
+    base.emplace(*options.base, kManifestProgramsVersion);
+    previous = base->previous_keys();
+  }
+  auto set = externalize(in.sources, digests, base ? &previous : nullptr);
   for (const auto& p : set.programs) {
     summary.renamed_keys += p.renames.size();
     if (options.list_renames)
@@ -175,9 +181,7 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
   const auto& tensors = set.tensors;
   auto groups = group_tensors(tensors, DedupRule::bytes);
   summarize_groups(tensors, groups, summary, &progress);
-  std::optional<BaseRelease> base;
-  if (options.base) {
-    base.emplace(*options.base, kManifestProgramsVersion);
+  if (base) {
     base->plan(tensors, options, summary);
     groups = base->groups_to_place(groups);  // what new shards hold
   }

@@ -102,6 +102,7 @@ struct Candidate {
   // An EXTERNAL tensor's key: the program names it, but ptepack rewrites the
   // program anyway, so on a clash it is qualified like a minted key.
   bool external = false;
+  bool kept = false;  // the key an earlier release gave it (pack --base): never qualified
 };
 
 constexpr size_t npos = static_cast<size_t>(-1);
@@ -119,6 +120,21 @@ void separate_within(std::vector<Candidate>& cands, const ProgramSource& s) {
   }
 }
 
+// Constants and EXTERNAL tensors an earlier release keyed, with the same
+// bytes, take that key again.
+void keep_previous(std::vector<Candidate>& cands, const ProgramSource& s,
+                   const PreviousKeys& previous) {
+  const auto& program = s.file->program;
+  for (auto& c : cands) {
+    if (c.tensor == npos || !(c.minted || c.external)) continue;
+    const auto& t = program.tensors[c.tensor];
+    auto it = previous.find({s.file->file, program.plans[t.plan], t.value});
+    if (it == previous.end() || it->second.sha256 != c.digest) continue;
+    c.key = it->second.key;
+    c.kept = true;
+  }
+}
+
 std::string stem_of(const std::string& file) { return std::filesystem::path(file).stem().string(); }
 
 }  // namespace
@@ -132,7 +148,7 @@ void add_program_ranges(const ProgramSource& source, RangeDigests& digests) {
 }
 
 ExternalizedSet externalize(const std::vector<ProgramSource>& sources,
-                            const RangeDigests& digests) {
+                            const RangeDigests& digests, const PreviousKeys* previous) {
   ExternalizedSet out;
   out.programs.resize(sources.size());
   std::vector<Candidate> all;
@@ -168,6 +184,7 @@ ExternalizedSet externalize(const std::vector<ProgramSource>& sources,
       cands.push_back({p, npos, key, std::move(d), digest, false});
     }
     separate_within(cands, s);
+    if (previous != nullptr) keep_previous(cands, s, *previous);
     for (auto& c : cands) all.push_back(std::move(c));
   }
 
@@ -188,7 +205,7 @@ ExternalizedSet externalize(const std::vector<ProgramSource>& sources,
       bool qualified = false;
       for (size_t k : list) {
         auto& c = all[k];
-        if (round == 0 && (c.minted || c.external)) {
+        if (round == 0 && (c.minted || c.external) && !c.kept) {
           c.key += "@" + stem_of(sources[c.program].file->file);
           qualified = true;
         }

@@ -1,7 +1,10 @@
 // The .pte front end: which tensors of which programs go to the shards, under which keys.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ptepack/core/naming.h"
@@ -34,11 +37,23 @@ struct ExternalizedSet {
   std::vector<ExternalizedProgram> programs;
 };
 
+// The key an earlier release (pack --base) gave a constant of a program:
+// (program file name, method, value index) -> its key and SHA-256.
+struct PreviousKey {
+  std::string key;
+  Digest sha256{};
+};
+using PreviousKeys = std::map<std::tuple<std::string, std::string, uint32_t>, PreviousKey>;
+
 // Moves every stored constant (as EXTERNAL, under a key of docs/rename-rules.md)
 // and all named data out of the programs. Conflicts (one named-data or EXTERNAL
 // key with different bytes or layouts in two programs) throw naming both files.
+// With `previous`, a constant or EXTERNAL tensor whose (file, method, value)
+// had a key there with the same bytes keeps that key, and a clash qualifies
+// only the others.
 [[nodiscard]] ExternalizedSet externalize(const std::vector<ProgramSource>& sources,
-                                          const RangeDigests& digests);
+                                          const RangeDigests& digests,
+                                          const PreviousKeys* previous = nullptr);
 
 // Puts every byte back into the program: constants (EXTERNAL ones included)
 // into its constant segment, its data files' other keys into named_data.
