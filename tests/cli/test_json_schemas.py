@@ -109,6 +109,33 @@ def manifests_and_pte_outputs_validate(ctx):
 
 
 @suite.test
+def base_release_outputs_validate(ctx):
+    """pack --base: the summary's base object and reused shards, a manifest with stale
+    keys, and dump/verify of that directory."""
+    from test_placement import STRESS, variant  # noqa: E402  (sibling test module)
+    d = ctx.mkdir()
+    source = os.path.join(ctx.data, "pte", STRESS + ".pte")
+    changed = os.path.join(d, "r2")
+    os.makedirs(changed)
+    program = variant(ctx, changed, STRESS + ".pte", {0: 5, 7: 9, 13: 3})
+    old, new = os.path.join(d, "old"), os.path.join(d, "new")
+    ctx.run_ok("pack", source, "-o", old, "--max-shard-bytes", "600KB", "-q")
+    for extra in (["--dry-run"], []):
+        result = ctx.run_ok("pack", program, "-o", new, "--max-shard-bytes", "600KB", "--base",
+                            old, "--json", *extra)
+        summary = result.json()
+        check(ctx, "pack", summary, f"pack --base --json {extra}")
+        ctx.check(summary["base"]["shards_reused"] > 0, f"reused {summary['base']}")
+    manifest = load_json(os.path.join(new, "manifest.json"))
+    ctx.check(any("stale" in s for s in manifest["shards"]), "a shard with stale keys")
+    check(ctx, "manifest", manifest, "manifest with stale keys")
+    dump = ctx.run_ok("dump", new, "--json").json()
+    check(ctx, "dump", dump, "dump --json of a --base release")
+    ctx.check(any(s.get("stale_key_count") for s in dump["shards"]), "dump counts stale keys")
+    check(ctx, "verify", ctx.run_ok("verify", new, "--json").json(), "verify --json")
+
+
+@suite.test
 def schemas_reject_what_breaks_the_contract(ctx):
     documents = {command: document for command, _, document in golden_documents()}
     for command, document in documents.items():

@@ -205,6 +205,7 @@ void render_json(const DumpContext& context, Sink& out) {
       w.field("key_count", s.keys.size());
       w.field("payload_bytes", s.payload_bytes);
       w.field("size", s.size);
+      if (!s.stale.empty()) w.field("stale_key_count", s.stale.size());  // a --base release
       w.end_object();
     }
   }

@@ -199,10 +199,13 @@ void render_text(const DumpContext& context, Sink& out) {
                                        : std::string("none")));
     for (const auto& s : m.shards) {
       uint64_t measured = m.cap_mode == "file" ? s.size : s.payload_bytes;
-      line(fmt::format("  #{:<3} {:<36} {:>12} bytes  payload {:>12}  fill {:>6}  {} keys",
+      line(fmt::format("  #{:<3} {:<36} {:>12} bytes  payload {:>12}  fill {:>6}  {} keys{}",
                        shard_number[s.file], s.file, s.size, s.payload_bytes,
                        m.max_shard_bytes ? percent(measured, *m.max_shard_bytes) : std::string("-"),
-                       s.keys.size()));
+                       s.keys.size(),
+                       s.stale.empty() ? std::string()
+                                       : fmt::format(" (+{} stale, kept from the base release)",
+                                                     s.stale.size())));
     }
   }
   line(fmt::format("\nbytes: {} referenced, {} stored, {} saved by dedup ({} aliases)",
