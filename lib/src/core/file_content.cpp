@@ -27,7 +27,11 @@ template <typename Sink>
 void stream_chunks(OutputFile& out, const FileContent& content, const std::stop_token& stop,
                    Progress* progress, Sink&& sink) {
   const uint64_t end = content.size;
-  PipelinedWriter writer(out, 3, kChunkBytes, end > kFlushEvery ? kFlushEvery : 0);
+  // A file of one chunk (most shards of a small cap) needs one buffer of its size.
+  const bool one_chunk = end <= kChunkBytes;
+  PipelinedWriter writer(out, one_chunk ? 1 : 3,
+                         one_chunk ? std::max<size_t>(static_cast<size_t>(end), 1) : kChunkBytes,
+                         end > kFlushEvery ? kFlushEvery : 0);
   const auto& pieces = content.pieces;
   size_t first = 0;  // first piece that ends after the current chunk's start
   for (uint64_t chunk_at = 0; chunk_at < end;) {

@@ -5,9 +5,9 @@ namespace ptepack {
 
 PipelinedWriter::PipelinedWriter(OutputFile& out, size_t buffers, size_t buffer_bytes,
                                  uint64_t flush_every)
-    : out_(out), flush_every_(flush_every) {
+    : out_(out), buffer_bytes_(buffer_bytes), flush_every_(flush_every) {
   for (size_t i = 0; i < buffers; ++i) {
-    buffers_.emplace_back(buffer_bytes);
+    buffers_.emplace_back(new uint8_t[buffer_bytes]);
     free_.push_back(i);
   }
   thread_ = std::thread([this] { run(); });
@@ -43,7 +43,7 @@ std::span<uint8_t> PipelinedWriter::acquire() {
   if (error_) std::rethrow_exception(error_);
   current_ = free_.front();
   free_.pop_front();
-  return buffers_[current_];
+  return {buffers_[current_].get(), buffer_bytes_};
 }
 
 void PipelinedWriter::submit(uint64_t offset, size_t size) {
@@ -83,7 +83,7 @@ void PipelinedWriter::run() {
       lock.unlock();
       std::exception_ptr failure;
       try {
-        out_.write_at(job.offset, std::span<const uint8_t>(buffers_[job.buffer].data(), job.size));
+        out_.write_at(job.offset, std::span<const uint8_t>(buffers_[job.buffer].get(), job.size));
         out_.start_writeback(job.offset, job.size);
       } catch (...) {
         failure = std::current_exception();

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <thread>
@@ -52,7 +53,9 @@ class PipelinedWriter {
   [[nodiscard]] bool flush_due() const;  // a flush is running or owed; mutex_ held
 
   OutputFile& out_;
-  std::vector<std::vector<uint8_t>> buffers_;
+  // Left uninitialised: the producer fills every byte it submits.
+  std::vector<std::unique_ptr<uint8_t[]>> buffers_;
+  size_t buffer_bytes_ = 0;
   std::deque<size_t> free_;
   std::deque<Job> jobs_;
   size_t current_ = 0;
