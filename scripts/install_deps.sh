@@ -7,6 +7,7 @@ packages=(
   libcli11-dev libflatbuffers-dev flatbuffers-compiler libssl-dev zlib1g-dev
   nlohmann-json3-dev libfmt-dev catch2 libmimalloc-dev
   graphviz  # the tests render every `dump --graph=dot` with Graphviz's own dot
+  python3-venv python3-setuptools python3-wheel  # the Python module's documented install
 )
 if [[ "${PTEPACK_WITH_FUZZ:-0}" == 1 ]]; then
   packages+=(clang libclang-rt-14-dev)
