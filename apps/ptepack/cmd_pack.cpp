@@ -72,7 +72,8 @@ Action add_pack(CLI::App& app) {
   for (const char* name : {"--alignment", "--shard-format", "--shard-prefix", "--cap-mode",
                            "--oversize", "--max-shard-tensors", "--placement", "--base"})
     directory_only.emplace_back(name, cmd->get_option(name));
-  return [args, directory_only, progress] {
+  auto* base_option = cmd->get_option("--base");
+  return [args, directory_only, progress, base_option] {
     auto& o = args->options;
     bool single_file = is_package_path(o.output) || is_program_path(o.output);
     for (const auto& [name, option] : directory_only) {
@@ -86,7 +87,7 @@ Action add_pack(CLI::App& app) {
     o.sharding.cap_mode = args->cap_mode == "payload" ? CapMode::payload : CapMode::file;
     o.sharding.oversize_own_shard = args->oversize == "own-shard";
     o.placement = args->placement == "single" ? Placement::single : Placement::sets;
-    if (!args->base.empty()) o.base = args->base;
+    if (base_option->count() > 0) o.base = args->base;  // an empty one is refused by pack
     if (args->max_shard_tensors > 0) o.sharding.max_shard_tensors = args->max_shard_tensors;
     o.sharding.format =
         args->shard_format == "safetensors" ? ShardFormat::safetensors : ShardFormat::ptd;

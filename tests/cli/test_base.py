@@ -369,6 +369,121 @@ def program_graphs_keep_their_shards(ctx):
 
 
 @suite.test
+def releases_on_releases_reproduce_themselves(ctx):
+    """The same content on its own release gives that release, byte for byte, whatever the
+    options: aliases of safetensors shards, a tensor limit, over-cap shards of their own."""
+    d = ctx.mkdir()
+    examples = [os.path.join(ctx.examples, n) for n in ("prefill.json", "decode.json")]
+    decode = examples[1:]
+    cases = [
+        ("safetensors", examples, ["--shard-format", "safetensors", "--max-shard-bytes", "3000"]),
+        ("tensors", decode, ["--max-shard-tensors", "6"]),
+        ("oversize", decode, ["--max-shard-bytes", "1500", "--oversize", "own-shard"]),
+        ("pte_oversize", [os.path.join(ctx.data, "pte", STRESS + ".pte")],
+         ["--max-shard-bytes", "200KB", "--oversize", "own-shard"]),
+    ]
+    for name, inputs, opts in cases:
+        # r1 from everything, r2 from its inputs on r1, then r2's content on r2 itself.
+        r1, r2, r3 = (os.path.join(d, f"{name}_r{i}") for i in (1, 2, 3))
+        ctx.run_ok("pack", *examples if name != "pte_oversize" else inputs, "-o", r1, *opts, "-q")
+        ctx.run_ok("pack", *inputs, "-o", r2, *opts, "--base", r1, "-q")
+        ctx.run_ok("verify", r2)
+        summary = pack_json(ctx, *inputs, "-o", r3, *opts, "--base", r2)
+        ctx.run_ok("verify", r3)
+        ctx.equal(summary["base"]["fresh_reason"], None, f"{name}: nothing forces a fresh plan")
+        ctx.equal(snapshot(r3), snapshot(r2), f"{name}: a release on itself")
+        again = os.path.join(d, f"{name}_again")
+        ctx.run_ok("pack", *inputs, "-o", again, *opts, "--base", r1, "-q")
+        ctx.equal(snapshot(again), snapshot(r2), f"{name}: the same release twice")
+
+
+@suite.test
+def a_layout_change_keeps_no_key_and_packs(ctx):
+    """A constant with the same bytes in another shape gets a fresh key, not OLD's."""
+    import struct
+    d = ctx.mkdir()
+    a = shutil.copy(os.path.join(ctx.data, "pte", STRESS + ".pte"), os.path.join(d, "a.pte"))
+    b = with_constant_changed(ctx, d, "b.pte", 0x11)
+    shaped = os.path.join(d, "shaped")
+    os.makedirs(shaped)
+    data = bytearray(read_file(b))
+    parsed = pte_reader.parse(bytes(data))
+    position, kind = pte_reader.position(bytes(data), parsed,
+                                         [("execution_plan", 0), ("values", 0), "val"])
+    ctx.require(kind == "Tensor", f"value 0 is a tensor: {kind}")
+    count, at = pte_reader.vector_position(bytes(data), position, "Tensor", "sizes")
+    dims = [struct.unpack_from("<i", data, at + 4 * i)[0] for i in range(count)]
+    ctx.require(len(set(dims)) > 1, f"a shape that changes when reversed: {dims}")
+    for i, dim in enumerate(reversed(dims)):
+        struct.pack_into("<i", data, at + 4 * i, dim)
+    with open(os.path.join(shaped, "b.pte"), "wb") as handle:
+        handle.write(bytes(data))
+    old, new, fresh = (os.path.join(d, n) for n in ("old", "new", "fresh"))
+    ctx.run_ok("pack", a, b, "-o", old, "--max-shard-bytes", CAP, "-q")
+    ctx.run_ok("pack", a, os.path.join(shaped, "b.pte"), "-o", fresh, "--max-shard-bytes", CAP,
+               "-q")
+    ctx.run_ok("pack", a, os.path.join(shaped, "b.pte"), "-o", new, "--max-shard-bytes", CAP,
+               "--base", old, "-q")
+    ctx.run_ok("verify", new)
+
+
+@suite.test
+def a_base_that_lies_is_refused(ctx):
+    d = ctx.mkdir()
+    examples = [os.path.join(ctx.examples, n) for n in ("prefill.json", "decode.json")]
+    old = os.path.join(d, "old")
+    ctx.run_ok("pack", *examples, "-o", old, "-q")
+    path = os.path.join(old, "manifest.json")
+    original = load_json(path)
+
+    def attempt(what, edit, code, words):
+        manifest = json.loads(json.dumps(original))
+        edit(manifest)
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(manifest, handle, indent=2)
+        new = os.path.join(d, "new")
+        result = ctx.run("pack", *examples, "-o", new, "--base", old)
+        ctx.code(result, code, what)
+        ctx.error_names(result, words, what)
+        ctx.check(not os.path.exists(new), f"{what}: nothing written")
+
+    def payload(m):
+        m["shards"][0]["payload_bytes"] += 10
+    attempt("payload_bytes that the file does not hold", payload, 3, ["payload", "damaged"])
+
+    # A payload no stale bound can take keeps the shard out of reuse: a correct release.
+    manifest = json.loads(json.dumps(original))
+    manifest["shards"][0]["payload_bytes"] = 2 ** 64 - 1
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2)
+    summary = pack_json(ctx, *examples, "-o", os.path.join(d, "huge"), "--base", old)
+    ctx.equal(summary["base"]["shards_reused"], 0, "payload_bytes near 2^64: not reused")
+    ctx.run_ok("verify", os.path.join(d, "huge"))
+
+    def renamed(m):
+        m["shards"][0]["sha256"] = "0" * 64
+    attempt("a digest the name does not carry", renamed, 3, ["name", "damaged"])
+    # Unsorted key lists come out sorted.
+    manifest = json.loads(json.dumps(original))
+    manifest["shards"][0]["keys"] = list(reversed(manifest["shards"][0]["keys"]))
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2)
+    new = os.path.join(d, "sorted")
+    ctx.run_ok("pack", *examples, "-o", new, "--base", old, "-q")
+    for shard in load_json(os.path.join(new, "manifest.json"))["shards"]:
+        ctx.equal(shard["keys"], sorted(shard["keys"]), "keys sorted")
+    # A --base that is no packed directory: usage errors naming it, before anything else.
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(original, handle, indent=2)
+    for base, words in ((os.path.join(d, "typo"), ["typo", "no such directory"]),
+                        (examples[0], ["prefill.json", "not a packed directory"]),
+                        ("", ["--base"])):
+        result = ctx.run("pack", *examples, "-o", os.path.join(d, "out"), "--base", base)
+        ctx.code(result, 2, f"--base {base!r}")
+        ctx.error_names(result, words, f"--base {base!r}")
+
+
+@suite.test
 def verify_checks_stale_lists(ctx):
     d = ctx.mkdir()
     r2 = os.path.join(d, "r2")

@@ -2,11 +2,13 @@
 #include "ptepack/core/base_reuse.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "ptepack/base/checked.h"
 #include "ptepack/base/error.h"
 
 namespace ptepack {
@@ -36,10 +38,11 @@ bool has_prefix(const std::string& name, const std::string& prefix) {
          name[prefix.size()] == '-';
 }
 
-// Stored tensors of an OLD shard: its keys without the aliases OLD records
-// (stale keys counted as stored: their aliasing is unknown).
+// Stored tensors of an OLD shard as its manifest tells: its keys without the
+// aliases OLD records. Stale keys are not counted here (their aliasing is not
+// recorded); the caller counts the file's segments once it reads the file.
 size_t stored_count(const Manifest& old, const ManifestShard& shard) {
-  size_t count = shard.stale.size();
+  size_t count = 0;
   for (const auto& key : shard.keys) {
     auto it = old.tensors.find(key);
     if (it == old.tensors.end() || !it->second.alias_of) ++count;
@@ -94,6 +97,14 @@ ReusePlan plan_reuse(const std::vector<StoredTensor>& tensors, const Manifest& o
     return it != tensors.end() && it->key == key ? static_cast<size_t>(it - tensors.begin())
                                                  : ReusePlan::npos;
   };
+  // Safetensors aliases are not in their shard's key list (the file holds the
+  // owner only): OLD's tensors name them, with their owner's shard.
+  std::map<std::string_view, std::vector<std::string_view>> unlisted;  // shard -> aliases
+  if (old.shard_format == "safetensors") {
+    for (const auto& [key, t] : old.tensors) {
+      if (t.alias_of) unlisted[t.shard].push_back(key);
+    }
+  }
   std::set<std::string_view> claimed;  // every key of the shards reused so far
   for (size_t s = 0; s < old.shards.size(); ++s) {
     const auto& shard = old.shards[s];
@@ -127,17 +138,32 @@ ReusePlan plan_reuse(const std::vector<StoredTensor>& tensors, const Manifest& o
       kept.stale.push_back(key);
     }
     if (!reusable || kept.live.empty()) continue;
-    // An alias is read through its owner's bytes: only with the owner served too.
-    for (const auto& key : kept.live) {
-      const auto& alias_of = old.tensors.at(key).alias_of;
-      if (alias_of && !std::binary_search(kept.live.begin(), kept.live.end(), *alias_of)) {
-        reusable = false;
+    std::sort(kept.live.begin(), kept.live.end());
+    // An alias is read through its owner's bytes: only with the owner served too,
+    // a stored key of the same shard.
+    auto owner_served = [&](const ManifestTensor& t) {
+      if (!t.alias_of) return true;
+      auto owner = old.tensors.find(*t.alias_of);
+      return owner != old.tensors.end() && !owner->second.alias_of &&
+             owner->second.shard == shard.file &&
+             std::binary_search(kept.live.begin(), kept.live.end(), *t.alias_of);
+    };
+    for (const auto& key : kept.live) reusable = reusable && owner_served(old.tensors.at(key));
+    if (!reusable || live_bytes > shard.payload_bytes) continue;
+    // Safetensors aliases NEW needs with OLD's bytes are served with their owner.
+    if (auto it = unlisted.find(shard.file); it != unlisted.end()) {
+      for (auto key : it->second) {
+        const size_t t = find(std::string(key));
+        const auto& entry = old.tensors.at(std::string(key));
+        if (t != ReusePlan::npos && same_tensor(tensors[t], entry) && owner_served(entry))
+          served.push_back(t);
       }
     }
-    if (!reusable || live_bytes > shard.payload_bytes) continue;
     kept.stale_bytes = shard.payload_bytes - live_bytes;
-    // Integer form of stale / payload > percent / 100.
-    if (kept.stale_bytes * 100 > shard.payload_bytes * uint64_t{max_stale_percent}) continue;
+    // stale / payload > percent / 100, without overflow.
+    auto stale_scaled = checked_mul(kept.stale_bytes, 100);
+    auto allowed = checked_mul(shard.payload_bytes, max_stale_percent);
+    if (!stale_scaled || !allowed || *stale_scaled > *allowed) continue;
     bool clash = false;
     for (const auto& list : {&shard.keys, &shard.stale}) {
       for (const auto& key : *list) clash = clash || claimed.count(key) > 0;

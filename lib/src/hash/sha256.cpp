@@ -1,6 +1,7 @@
 // SHA-256 via OpenSSL's EVP interface (uses SHA-NI/AVX where the CPU has them).
 #include "ptepack/hash/sha256.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "ptepack/base/error.h"
@@ -12,7 +13,22 @@ struct Sha256::Impl {
   ~Impl() { EVP_MD_CTX_free(ctx); }
 };
 
+namespace {
+
+// The static CLI never reads an OpenSSL configuration file: one that loads a
+// provider or engine module would dlopen() it, which a static binary cannot do
+// reliably. SHA-256 comes from the built-in default provider either way.
+void init_openssl() {
+#ifdef PTEPACK_NO_OPENSSL_CONFIG
+  static const bool once = OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, nullptr) == 1;
+  if (!once) fail(ErrorCode::internal, "OpenSSL: cannot initialise");
+#endif
+}
+
+}  // namespace
+
 Sha256::Sha256() : impl_(std::make_unique<Impl>()) {
+  init_openssl();
   impl_->ctx = EVP_MD_CTX_new();
   if (impl_->ctx == nullptr || EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr) != 1) {
     fail(ErrorCode::internal, "OpenSSL: cannot initialise SHA-256");

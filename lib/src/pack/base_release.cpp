@@ -17,16 +17,24 @@ namespace ptepack::detail {
 
 namespace fs = std::filesystem;
 
-BaseRelease::BaseRelease(const fs::path& path, int version) {
+void check_base_path(const fs::path& path) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) fail(ErrorCode::usage, "--base {}: no such directory", path.string());
+  const auto status = fs::status(path, ec);
+  if (!fs::exists(status)) fail(ErrorCode::usage, "--base {}: no such directory", path.string());
+  const bool manifest_file = fs::is_regular_file(status) && path.filename() == "manifest.json";
+  if ((!fs::is_directory(status) && !manifest_file) ||
+      !fs::is_regular_file(directory_paths(path).manifest, ec)) {
+    fail(ErrorCode::usage, "--base {}: not a packed directory (a directory with manifest.json)",
+         path.string());
+  }
+}
+
+BaseRelease::BaseRelease(const fs::path& path, int version) {
+  check_base_path(path);
   auto paths = directory_paths(path);
   dir_ = paths.dir;
   manifest_name_ = paths.manifest.string();
-  if (!fs::is_regular_file(paths.manifest, ec)) {
-    fail(ErrorCode::usage, "--base {}: not a packed directory (no manifest.json)", path.string());
-  }
-  old_ = read_manifest_file(*open_inside(dir_, "manifest.json", dir_.string()), manifest_name_);
+  old_ = read_manifest_file(*InputFile::open(paths.manifest), manifest_name_);
   if (old_.version != version) {
     fail(ErrorCode::usage, "--base {}: it holds {}, and this pack writes {}", path.string(),
          old_.version == kManifestProgramsVersion ? ".pte programs" : "a program graph",
@@ -42,7 +50,14 @@ PreviousKeys BaseRelease::previous_keys() const {
       if (t.storage != pte::Storage::external) continue;
       auto it = old_.tensors.find(t.fqn);
       if (it == old_.tensors.end()) continue;  // OLD's verify would refuse it
-      keys[{entry.file, program.plans[t.plan], t.value}] = {t.fqn, it->second.sha256};
+      const auto& recorded = it->second;
+      TensorData layout;
+      layout.dtype = recorded.dtype;
+      layout.shape = recorded.shape;
+      layout.dim_order = normalized_dim_order(recorded.dim_order);
+      layout.opaque = recorded.opaque;
+      layout.bytes.size = recorded.nbytes;
+      keys[{entry.file, program.plans[t.plan], t.value}] = {t.fqn, recorded.sha256, layout};
     }
   }
   return keys;
@@ -60,26 +75,48 @@ void BaseRelease::plan(const std::vector<StoredTensor>& tensors, const PackOptio
   // Each reused file as OLD's manifest describes it: its size and keys now,
   // its bytes when it is copied.
   files_.assign(reuse_.shards.size(), nullptr);
-  std::vector<std::string> misaligned(reuse_.shards.size());
+  std::vector<std::string> unfit(reuse_.shards.size());  // why a file cannot be kept
+  const auto& sharding = options.sharding;
+  const char* ext = old_.shard_format == "ptd" ? ".ptd" : ".safetensors";
   parallel_for(reuse_.shards.size(), effective_jobs(options.jobs), [&](size_t r) {
     const auto& shard = old_.shards[reuse_.shards[r].old_index];
     auto file = open_inside(dir_, shard.file, manifest_name_);
+    if (!shard.file.ends_with(fmt::format("-{}{}", shard.sha256.substr(0, 16), ext))) {
+      fail_input("{}: name does not end in its manifest SHA-256's 16 digits (the base is damaged)",
+                 file->name());
+    }
     if (file->size() != shard.size) {
       fail_input("{}: size {} differs from the manifest's {} (the base is damaged)", file->name(),
                  file->size(), shard.size);
     }
-    TensorTable table;
-    if (old_.shard_format == "ptd") {
-      table = ptd::read_file(file).tensors;
-      const uint64_t alignment = options.sharding.alignment;
-      for (const auto& [key, t] : table) {
-        if (t.bytes.size > 0 && t.bytes.offset % alignment != 0 && misaligned[r].empty()) {
-          misaligned[r] = fmt::format("its shard {} has tensor {} at offset {}, not on --alignment {}",
-                                      shard.file, quote(key), t.bytes.offset, alignment);
-        }
+    TensorTable table =
+        old_.shard_format == "ptd" ? ptd::read_file(file).tensors : safetensors::read(file).tensors;
+    // Stored tensors and payload as the file holds them (keys sharing bytes count once).
+    std::set<std::pair<uint64_t, uint64_t>> stored;
+    uint64_t payload = 0;
+    for (const auto& [key, t] : table) {
+      if (stored.emplace(t.bytes.offset, t.bytes.size).second) payload += t.bytes.size;
+      if (old_.shard_format == "ptd" && t.bytes.size > 0 &&
+          t.bytes.offset % sharding.alignment != 0 && unfit[r].empty()) {
+        unfit[r] = fmt::format("its shard {} has tensor {} at offset {}, not on --alignment {}",
+                               shard.file, quote(key), t.bytes.offset, sharding.alignment);
       }
-    } else {
-      table = safetensors::read(file).tensors;
+    }
+    if (payload != shard.payload_bytes) {
+      fail_input("{}: payload {} differs from the manifest's {} (the base is damaged)",
+                 file->name(), payload, shard.payload_bytes);
+    }
+    if (sharding.max_shard_tensors && stored.size() > *sharding.max_shard_tensors) {
+      unfit[r] = fmt::format("its shard {} holds {} stored tensors, over --max-shard-tensors {}",
+                             shard.file, stored.size(), *sharding.max_shard_tensors);
+    }
+    const bool payload_mode = sharding.cap_mode == CapMode::payload;
+    const uint64_t measured = payload_mode ? payload : shard.size;
+    if (sharding.max_shard_bytes && measured > *sharding.max_shard_bytes &&
+        !(sharding.oversize_own_shard && stored.size() == 1)) {
+      unfit[r] = fmt::format("its shard {} holds {} {} bytes, over --max-shard-bytes {}",
+                             shard.file, measured, payload_mode ? "payload" : "file",
+                             *sharding.max_shard_bytes);
     }
     std::vector<std::string_view> listed(shard.keys.begin(), shard.keys.end());
     listed.insert(listed.end(), shard.stale.begin(), shard.stale.end());
@@ -91,7 +128,7 @@ void BaseRelease::plan(const std::vector<StoredTensor>& tensors, const PackOptio
     }
     files_[r] = std::move(file);
   });
-  for (const auto& why : misaligned) {
+  for (const auto& why : unfit) {
     if (!why.empty()) return fresh(why);
   }
 }
@@ -115,8 +152,9 @@ void BaseRelease::add_to_summary(PackSummary& summary) const {
                         std::make_move_iterator(reused.end()));
 }
 
-void BaseRelease::write(const std::vector<StoredTensor>& tensors, const fs::path& dir,
-                        AtomicOutput& output, Progress* progress, Manifest& manifest) const {
+void BaseRelease::write(const std::vector<StoredTensor>& tensors, const ShardingOptions& sharding,
+                        const fs::path& dir, AtomicOutput& output, Progress* progress,
+                        Manifest& manifest) const {
   // One read of each file: copied and hashed in the same pass.
   parallel_for(reuse_.shards.size(), 1, [&](size_t r) {
     const auto& s = old_.shards[reuse_.shards[r].old_index];
@@ -137,6 +175,9 @@ void BaseRelease::write(const std::vector<StoredTensor>& tensors, const fs::path
     const auto& s = old_.shards[r.old_index];
     manifest.shards.push_back({s.file, s.sha256, s.size, s.payload_bytes, r.live, r.stale});
     manifest.total_size += s.payload_bytes;
+    const uint64_t measured = sharding.cap_mode == CapMode::payload ? s.payload_bytes : s.size;
+    if (sharding.max_shard_bytes && measured > *sharding.max_shard_bytes)
+      manifest.oversize_own_shard = true;  // plan() admitted it alone (--oversize own-shard)
   }
   for (size_t t = 0; t < tensors.size(); ++t) {
     const size_t r = reuse_.served_by[t];

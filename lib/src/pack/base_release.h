@@ -15,6 +15,10 @@
 
 namespace ptepack::detail {
 
+// Refuses (usage error) a --base that is missing or not a packed directory or
+// its manifest.json; before the base is read or the output checked against it.
+void check_base_path(const std::filesystem::path& path);
+
 class BaseRelease {
  public:
   // Reads OLD's manifest (a packed directory or its manifest.json), which must
@@ -41,9 +45,11 @@ class BaseRelease {
 
   // Copies every reused shard into `dir`, hashing it as it is read: a file
   // whose SHA-256 is not OLD's is an error naming it (nothing is committed).
-  // Adds the shards (first) and the keys they serve to `manifest`.
-  void write(const std::vector<StoredTensor>& tensors, const std::filesystem::path& dir,
-             AtomicOutput& output, Progress* progress, Manifest& manifest) const;
+  // Adds the shards (first) and the keys they serve to `manifest`, and marks it
+  // "oversize" when a reused shard is over NEW's cap (--oversize own-shard).
+  void write(const std::vector<StoredTensor>& tensors, const ShardingOptions& sharding,
+             const std::filesystem::path& dir, AtomicOutput& output, Progress* progress,
+             Manifest& manifest) const;
 
   // The summary's base figures from NEW's complete manifest (or, in a dry run,
   // without one: no download figure).

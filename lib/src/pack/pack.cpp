@@ -12,6 +12,7 @@
 #include <set>
 #include <string_view>
 
+#include "pack/base_release.h"
 #include "pack/pack_internal.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
@@ -216,7 +217,10 @@ PackSummary pack_once(const PackOptions& options) {
                   spec.method};
     merge_inputs.push_back(std::move(in));
   }
-  if (options.base) input_paths.push_back(directory_paths(*options.base).dir);
+  if (options.base) {
+    detail::check_base_path(*options.base);
+    input_paths.push_back(directory_paths(*options.base).dir);
+  }
   if (!options.dry_run) detail::check_output_target(options, input_paths);
 
   for (const auto& in : merge_inputs) {

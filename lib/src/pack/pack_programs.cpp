@@ -239,7 +239,7 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
                                  {},
                                  set.programs[p].named_keys});
   }
-  if (base) base->write(tensors, dir, output, &progress, manifest);
+  if (base) base->write(tensors, options.sharding, dir, output, &progress, manifest);
   write_shards(tensors, groups, plan, contents, options, output, &progress, summary, manifest,
                reused);
   for (size_t p = 0; p < in.sources.size(); ++p) {
@@ -297,7 +297,10 @@ PackSummary pack_programs(const PackOptions& options) {
   }
   Inputs in;
   load_inputs(options, in);
-  if (options.base) in.paths.push_back(directory_paths(*options.base).dir);
+  if (options.base) {
+    check_base_path(*options.base);
+    in.paths.push_back(directory_paths(*options.base).dir);
+  }
   if (!options.dry_run) check_output_target(options, in.paths);
 
   PackSummary summary;

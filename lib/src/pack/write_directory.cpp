@@ -121,6 +121,7 @@ void name_shards(const std::vector<StoredTensor>& tensors, const std::vector<Sto
   manifest.cap_mode = std::string(cap_mode_name(options.sharding.cap_mode));
   // Recorded only when a shard is over the cap, so outputs without one stay the same.
   manifest.oversize_own_shard =
+      manifest.oversize_own_shard ||  // a reused shard over the cap (--base)
       std::any_of(plan.begin(), plan.end(), [](const PlannedShard& s) { return s.oversize; });
   for (size_t s = 0; s < plan.size(); ++s) {
     auto hex = to_hex(digests[s]);
@@ -212,7 +213,7 @@ void finish_directory(const std::vector<StoredTensor>& tensors, const DirectoryL
   auto display = [&](const std::string& name) { return output.display_name(name); };
   Manifest manifest;
   manifest.program = {"program.ptg", to_hex(files.program), files.program_size};
-  if (base != nullptr) base->write(tensors, dir, output, progress, manifest);
+  if (base != nullptr) base->write(tensors, options.sharding, dir, output, progress, manifest);
   name_shards(tensors, layout.groups, layout.plan, layout.contents, files.shards, options, output,
               summary, manifest, base != nullptr ? base->reused_count() : 0);
   manifest.state = summary.state;

@@ -121,7 +121,7 @@ void separate_within(std::vector<Candidate>& cands, const ProgramSource& s) {
 }
 
 // Constants and EXTERNAL tensors an earlier release keyed, with the same
-// bytes, take that key again.
+// bytes and layout, take that key again.
 void keep_previous(std::vector<Candidate>& cands, const ProgramSource& s,
                    const PreviousKeys& previous) {
   const auto& program = s.file->program;
@@ -129,7 +129,9 @@ void keep_previous(std::vector<Candidate>& cands, const ProgramSource& s,
     if (c.tensor == npos || !(c.minted || c.external)) continue;
     const auto& t = program.tensors[c.tensor];
     auto it = previous.find({s.file->file, program.plans[t.plan], t.value});
-    if (it == previous.end() || it->second.sha256 != c.digest) continue;
+    if (it == previous.end()) continue;
+    if (identity_of(c.data, c.digest) != identity_of(it->second.layout, it->second.sha256))
+      continue;  // new bytes or another layout: a key by the rules of one pack
     c.key = it->second.key;
     c.kept = true;
   }

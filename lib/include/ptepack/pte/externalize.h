@@ -42,6 +42,7 @@ struct ExternalizedSet {
 struct PreviousKey {
   std::string key;
   Digest sha256{};
+  TensorData layout;  // dtype, shape, dim order (normalised), opaque and byte count
 };
 using PreviousKeys = std::map<std::tuple<std::string, std::string, uint32_t>, PreviousKey>;
 
@@ -49,7 +50,7 @@ using PreviousKeys = std::map<std::tuple<std::string, std::string, uint32_t>, Pr
 // and all named data out of the programs. Conflicts (one named-data or EXTERNAL
 // key with different bytes or layouts in two programs) throw naming both files.
 // With `previous`, a constant or EXTERNAL tensor whose (file, method, value)
-// had a key there with the same bytes keeps that key, and a clash qualifies
+// had a key there with the same bytes and layout keeps that key, and a clash qualifies
 // only the others.
 [[nodiscard]] ExternalizedSet externalize(const std::vector<ProgramSource>& sources,
                                           const RangeDigests& digests,
