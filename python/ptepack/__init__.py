@@ -126,13 +126,13 @@ def verify(path: PathLike, *, ptepack: Optional[PathLike] = None, jobs: Optional
 def dump(path: PathLike, *, ptepack: Optional[PathLike] = None, jobs: Optional[int] = None,
          summary: bool = False, tensors: bool = True, offsets: bool = False,
          key: Union[str, Sequence[str], None] = None, method: Optional[str] = None,
-         shard: Optional[str] = None, sort: Optional[str] = None, hash: bool = True,
+         shard: Optional[str] = None, sort: Optional[str] = None, hash_tensors: bool = True,
          **options: Any) -> DumpResult:
     """`ptepack dump PATH`: any artifact, as its JSON report."""
     keys = [key] if isinstance(key, str) else key
     args = [os.fspath(path)] + _options(dict(
         jobs=jobs, summary=summary, no_tensors=not tensors, offsets=offsets, key=keys,
-        method=method, shard=shard, sort=sort, no_hash=not hash, **options))
+        method=method, shard=shard, sort=sort, no_hash=not hash_tensors, **options))
     return DumpResult.from_json(_run("dump", args, ptepack)[1])
 
 
