@@ -147,8 +147,20 @@ ordered breakdown_json(const std::vector<KeyRow>& rows, const ProgramKeys& keys,
 }  // namespace
 
 void render_json(const DumpContext& context, Sink& out) {
-  const auto& [artifact, options, keys, state, rows, total_keys, digests, programs, referenced_bytes,
-                stored_bytes, unreferenced_bytes, unreferenced_keys, saved] = context;
+  // Named references, not a structured binding: lambdas below capture them
+  // (clang before 16 cannot capture structured bindings).
+  const auto& artifact = context.artifact;
+  const auto& options = context.options;
+  const auto& keys = context.keys;
+  const auto& state = context.state;
+  const auto& rows = context.rows;
+  const auto& total_keys = context.total_keys;
+  const auto& programs = context.programs;
+  const auto& referenced_bytes = context.referenced_bytes;
+  const auto& stored_bytes = context.stored_bytes;
+  const auto& unreferenced_bytes = context.unreferenced_bytes;
+  const auto& unreferenced_keys = context.unreferenced_keys;
+  const auto& saved = context.saved;
   auto sha256_of = [&context](size_t i) { return context.sha256_of(i); };
   // The document's fields in json_text's order (bytewise by name), streamed:
   // the program's methods and the tensors can run to millions of entries.

@@ -84,8 +84,21 @@ void render_table(Sink& out, size_t count, const std::function<CellWidths(size_t
 }  // namespace
 
 void render_text(const DumpContext& context, Sink& out) {
-  const auto& [artifact, options, keys, state, rows, total_keys, digests, programs, referenced_bytes,
-                stored_bytes, unreferenced_bytes, unreferenced_keys, saved] = context;
+  // Named references, not a structured binding: lambdas below capture them
+  // (clang before 16 cannot capture structured bindings).
+  const auto& artifact = context.artifact;
+  const auto& options = context.options;
+  const auto& keys = context.keys;
+  const auto& state = context.state;
+  const auto& rows = context.rows;
+  const auto& total_keys = context.total_keys;
+  const auto& digests = context.digests;
+  const auto& programs = context.programs;
+  const auto& referenced_bytes = context.referenced_bytes;
+  const auto& stored_bytes = context.stored_bytes;
+  const auto& unreferenced_bytes = context.unreferenced_bytes;
+  const auto& unreferenced_keys = context.unreferenced_keys;
+  const auto& saved = context.saved;
   auto sha256_of = [&context](size_t i) { return context.sha256_of(i); };
   auto line = [&out](const std::string& text) { out.add(text_line(text)); };
   line(fmt::format("{} ({})", artifact.name, artifact_kind_name(artifact.kind)));
