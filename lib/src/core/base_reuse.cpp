@@ -50,27 +50,25 @@ size_t stored_count(const Manifest& old, const ManifestShard& shard) {
   return count;
 }
 
-// Why OLD's shard `s` cannot be kept under NEW's limits, or empty.
-std::string over_limits(const Manifest& old, const ManifestShard& s,
-                        const ShardingOptions& options) {
-  const size_t stored = stored_count(old, s);
+}  // namespace
+
+std::string shard_over_limits(const std::string& file, uint64_t size, uint64_t payload_bytes,
+                              size_t stored, const ShardingOptions& options) {
   if (options.max_shard_bytes) {
     const uint64_t cap = *options.max_shard_bytes;
     const bool payload = options.cap_mode == CapMode::payload;
-    const uint64_t measured = payload ? s.payload_bytes : s.size;
+    const uint64_t measured = payload ? payload_bytes : size;
     if (measured > cap && !(options.oversize_own_shard && stored == 1)) {
-      return fmt::format("its shard {} holds {} {} bytes, over --max-shard-bytes {}", s.file,
+      return fmt::format("its shard {} holds {} {} bytes, over --max-shard-bytes {}", file,
                          measured, payload ? "payload" : "file", cap);
     }
   }
   if (options.max_shard_tensors && stored > *options.max_shard_tensors) {
-    return fmt::format("its shard {} holds {} stored tensors, over --max-shard-tensors {}", s.file,
+    return fmt::format("its shard {} holds {} stored tensors, over --max-shard-tensors {}", file,
                        stored, *options.max_shard_tensors);
   }
   return {};
 }
-
-}  // namespace
 
 ReusePlan plan_reuse(const std::vector<StoredTensor>& tensors, const Manifest& old,
                      const ShardingOptions& options, const std::string& prefix,
@@ -169,7 +167,11 @@ ReusePlan plan_reuse(const std::vector<StoredTensor>& tensors, const Manifest& o
       for (const auto& key : *list) clash = clash || claimed.count(key) > 0;
     }
     if (clash) continue;
-    if (auto why = over_limits(old, shard, options); !why.empty()) return fresh(why);
+    if (auto why = shard_over_limits(shard.file, shard.size, shard.payload_bytes,
+                                     stored_count(old, shard), options);
+        !why.empty()) {
+      return fresh(why);
+    }
     for (const auto& list : {&shard.keys, &shard.stale}) claimed.insert(list->begin(), list->end());
     std::sort(kept.stale.begin(), kept.stale.end());
     for (size_t t : served) plan.served_by[t] = plan.shards.size();

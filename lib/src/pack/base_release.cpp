@@ -106,17 +106,10 @@ void BaseRelease::plan(const std::vector<StoredTensor>& tensors, const PackOptio
       fail_input("{}: payload {} differs from the manifest's {} (the base is damaged)",
                  file->name(), payload, shard.payload_bytes);
     }
-    if (sharding.max_shard_tensors && stored.size() > *sharding.max_shard_tensors) {
-      unfit[r] = fmt::format("its shard {} holds {} stored tensors, over --max-shard-tensors {}",
-                             shard.file, stored.size(), *sharding.max_shard_tensors);
-    }
-    const bool payload_mode = sharding.cap_mode == CapMode::payload;
-    const uint64_t measured = payload_mode ? payload : shard.size;
-    if (sharding.max_shard_bytes && measured > *sharding.max_shard_bytes &&
-        !(sharding.oversize_own_shard && stored.size() == 1)) {
-      unfit[r] = fmt::format("its shard {} holds {} {} bytes, over --max-shard-bytes {}",
-                             shard.file, measured, payload_mode ? "payload" : "file",
-                             *sharding.max_shard_bytes);
+    // The limits again, on the stored tensors the file holds (stale ones included).
+    if (auto why = shard_over_limits(shard.file, shard.size, payload, stored.size(), sharding);
+        !why.empty()) {
+      unfit[r] = std::move(why);
     }
     std::vector<std::string_view> listed(shard.keys.begin(), shard.keys.end());
     listed.insert(listed.end(), shard.stale.begin(), shard.stale.end());
@@ -150,13 +143,14 @@ void BaseRelease::add_to_summary(PackSummary& summary) const {
   }
   summary.shards.insert(summary.shards.begin(), std::make_move_iterator(reused.begin()),
                         std::make_move_iterator(reused.end()));
+  for (const auto& r : reuse_.shards) summary.output_bytes += old_.shards[r.old_index].size;
 }
 
 void BaseRelease::write(const std::vector<StoredTensor>& tensors, const ShardingOptions& sharding,
                         const fs::path& dir, AtomicOutput& output, Progress* progress,
                         Manifest& manifest) const {
   // One read of each file: copied and hashed in the same pass.
-  parallel_for(reuse_.shards.size(), 1, [&](size_t r) {
+  for (size_t r = 0; r < reuse_.shards.size(); ++r) {
     const auto& s = old_.shards[reuse_.shards[r].old_index];
     FileContent content;
     content.size = s.size;
@@ -170,7 +164,7 @@ void BaseRelease::write(const std::vector<StoredTensor>& tensors, const Sharding
                  files_[r]->name());
     }
     file.finish(s.size, OutputFile::Durability::at_commit);
-  });
+  }
   for (const auto& r : reuse_.shards) {
     const auto& s = old_.shards[r.old_index];
     manifest.shards.push_back({s.file, s.sha256, s.size, s.payload_bytes, r.live, r.stale});
@@ -225,7 +219,8 @@ void BaseRelease::summarize(const std::vector<StoredTensor>& tensors, const Mani
     }
   }
   if (written != nullptr) {
-    auto delta = file_delta(release_files(old_), release_files(*written));
+    const auto files = release_files(*written);
+    auto delta = file_delta(release_files(old_), files);
     b.download_bytes = delta.download_bytes;
     std::set<std::string> shard_files;
     for (const auto& s : written->shards) shard_files.insert(s.file);
@@ -234,7 +229,7 @@ void BaseRelease::summarize(const std::vector<StoredTensor>& tensors, const Mani
       if (!shard_files.count(f.file) && f.file != "model.safetensors.index.json")
         b.changed_bytes += f.size;
     }
-    for (const auto& f : release_files(*written)) b.release_bytes += f.size;
+    for (const auto& f : files) b.release_bytes += f.size;
   }
   summary.base = std::move(b);
 }

@@ -39,7 +39,7 @@ class BaseRelease {
   [[nodiscard]] std::vector<StorageGroup> groups_to_place(
       const std::vector<StorageGroup>& groups) const;
   // Puts the reused shards first in summary.shards (after lay_out_shards
-  // filled it with the new ones).
+  // filled it with the new ones) and adds their sizes to output_bytes.
   void add_to_summary(PackSummary& summary) const;
   [[nodiscard]] size_t reused_count() const { return reuse_.shards.size(); }
 

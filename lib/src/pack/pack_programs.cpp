@@ -188,10 +188,7 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
   auto plan = plan_programs(tensors, groups, set, options);
   auto contents = lay_out_shards(tensors, groups, plan, options, summary);
   const size_t reused = base ? base->reused_count() : 0;
-  if (base) {
-    base->add_to_summary(summary);
-    for (size_t s = 0; s < reused; ++s) summary.output_bytes += summary.shards[s].size;
-  }
+  if (base) base->add_to_summary(summary);
 
   std::map<std::string, size_t> shard_of;
   for (size_t s = 0; s < summary.shards.size(); ++s) {

@@ -182,10 +182,7 @@ DirectoryLayout lay_out_directory(const PreparedPack& prepared, const PackOption
   layout.plan = plan_for_output(tensors, layout.groups, options);
   summary.output_bytes = prepared.program_bytes().size();
   layout.contents = lay_out_shards(tensors, layout.groups, layout.plan, options, summary);
-  if (base != nullptr) {
-    base->add_to_summary(summary);
-    for (size_t s = 0; s < base->reused_count(); ++s) summary.output_bytes += summary.shards[s].size;
-  }
+  if (base != nullptr) base->add_to_summary(summary);
   return layout;
 }
 

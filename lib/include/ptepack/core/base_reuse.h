@@ -47,6 +47,13 @@ struct ReusePlan {
                                    const ShardingOptions& options, const std::string& prefix,
                                    unsigned max_stale_percent = 50);
 
+// Why a shard file of `size` bytes holding `payload_bytes` in `stored` stored
+// tensors cannot be kept under NEW's cap, cap mode, --oversize and tensor
+// limit (one line for the note), or empty when it can.
+[[nodiscard]] std::string shard_over_limits(const std::string& file, uint64_t size,
+                                            uint64_t payload_bytes, size_t stored,
+                                            const ShardingOptions& options);
+
 // NEW's groups without the members a reused shard serves (a group keeps the
 // members left, its smallest key the owner), in owner-key order: what is placed
 // in new shards. A member left beside a served one is stored again.
