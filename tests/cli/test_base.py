@@ -101,6 +101,30 @@ def pack_json(ctx, *argv):
     return ctx.run_ok("pack", *argv, "--json").json()
 
 
+def write_json(path, document):
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=2)
+
+
+def xor_byte(path, offset, mask):
+    """Changes one byte of a file in place."""
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        byte = handle.read(1)[0]
+        handle.seek(offset)
+        handle.write(bytes([byte ^ mask]))
+
+
+def with_constant_changed(ctx, directory, name, xor):
+    """The stress program with its first stored constant's first byte changed (same key)."""
+    path = shutil.copy(os.path.join(ctx.data, "pte", STRESS + ".pte"), os.path.join(directory, name))
+    parsed, data = pte_reader.load(path)
+    constant = pte_reader.stored_constants(parsed, data)[0]
+    offset, _ = pte_reader.constant_location(parsed, constant["tensor"])
+    xor_byte(path, offset, xor)
+    return path
+
+
 @suite.test
 def a_release_downloads_only_what_changed(ctx):
     d = ctx.mkdir()
@@ -193,15 +217,7 @@ def a_constant_changed_in_place_replaces_only_its_shard(ctx):
     os.makedirs(r1)
     os.makedirs(r2)
     shutil.copy(source, os.path.join(r1, "model.pte"))
-    path = shutil.copy(source, os.path.join(r2, "model.pte"))
-    parsed, data = pte_reader.load(path)
-    constant = pte_reader.stored_constants(parsed, data)[0]
-    offset, _ = pte_reader.constant_location(parsed, constant["tensor"])
-    with open(path, "r+b") as handle:
-        handle.seek(offset)
-        byte = handle.read(1)[0]
-        handle.seek(offset)
-        handle.write(bytes([byte ^ 0x5A]))
+    path = with_constant_changed(ctx, r2, "model.pte", 0x5A)
     old, new = os.path.join(d, "old"), os.path.join(d, "new")
     ctx.run_ok("pack", os.path.join(r1, "model.pte"), "-o", old, "--max-shard-bytes", CAP, "-q")
     ctx.run_ok("pack", path, "-o", new, "--max-shard-bytes", CAP, "--base", old, "-q")
@@ -211,20 +227,6 @@ def a_constant_changed_in_place_replaces_only_its_shard(ctx):
     ctx.equal(len(added), 1, f"one shard replaced: {added}")
     ctx.check(not any("stale" in s for s in load_json(os.path.join(new, "manifest.json"))["shards"]),
               "nothing stale: the shard holding the constant is not kept")
-
-
-def with_constant_changed(ctx, directory, name, xor):
-    """The stress program with its first stored constant's first byte changed (same key)."""
-    path = shutil.copy(os.path.join(ctx.data, "pte", STRESS + ".pte"), os.path.join(directory, name))
-    parsed, data = pte_reader.load(path)
-    constant = pte_reader.stored_constants(parsed, data)[0]
-    offset, _ = pte_reader.constant_location(parsed, constant["tensor"])
-    with open(path, "r+b") as handle:
-        handle.seek(offset)
-        byte = handle.read(1)[0]
-        handle.seek(offset)
-        handle.write(bytes([byte ^ xor]))
-    return path
 
 
 def external_keys(path):
@@ -299,11 +301,7 @@ def a_damaged_base_writes_nothing(ctx):
     ctx.run_ok("pack", source, "-o", old, "--max-shard-bytes", CAP, "-q")
     shard = load_json(os.path.join(old, "manifest.json"))["shards"][-1]["file"]
     path = os.path.join(old, shard)
-    with open(path, "r+b") as handle:  # a payload byte: same size, same header
-        handle.seek(os.path.getsize(path) - 1)
-        byte = handle.read(1)[0]
-        handle.seek(os.path.getsize(path) - 1)
-        handle.write(bytes([byte ^ 0x01]))
+    xor_byte(path, os.path.getsize(path) - 1, 0x01)  # a payload byte: same size, same header
     result = ctx.run("pack", source, "-o", new, "--max-shard-bytes", CAP, "--base", old)
     ctx.code(result, 3, "a reused shard whose bytes are not OLD's (invalid input)")
     ctx.error_names(result, [shard, "SHA-256"])
@@ -439,8 +437,7 @@ def a_base_that_lies_is_refused(ctx):
     def attempt(what, edit, code, words):
         manifest = json.loads(json.dumps(original))
         edit(manifest)
-        with open(path, "w", encoding="utf-8") as handle:
-            json.dump(manifest, handle, indent=2)
+        write_json(path, manifest)
         new = os.path.join(d, "new")
         result = ctx.run("pack", *examples, "-o", new, "--base", old)
         ctx.code(result, code, what)
@@ -454,8 +451,7 @@ def a_base_that_lies_is_refused(ctx):
     # A payload no stale bound can take keeps the shard out of reuse: a correct release.
     manifest = json.loads(json.dumps(original))
     manifest["shards"][0]["payload_bytes"] = 2 ** 64 - 1
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2)
+    write_json(path, manifest)
     summary = pack_json(ctx, *examples, "-o", os.path.join(d, "huge"), "--base", old)
     ctx.equal(summary["base"]["shards_reused"], 0, "payload_bytes near 2^64: not reused")
     ctx.run_ok("verify", os.path.join(d, "huge"))
@@ -466,15 +462,13 @@ def a_base_that_lies_is_refused(ctx):
     # Unsorted key lists come out sorted.
     manifest = json.loads(json.dumps(original))
     manifest["shards"][0]["keys"] = list(reversed(manifest["shards"][0]["keys"]))
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2)
+    write_json(path, manifest)
     new = os.path.join(d, "sorted")
     ctx.run_ok("pack", *examples, "-o", new, "--base", old, "-q")
     for shard in load_json(os.path.join(new, "manifest.json"))["shards"]:
         ctx.equal(shard["keys"], sorted(shard["keys"]), "keys sorted")
     # A --base that is no packed directory: usage errors naming it, before anything else.
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(original, handle, indent=2)
+    write_json(path, original)
     for base, words in ((os.path.join(d, "typo"), ["typo", "no such directory"]),
                         (examples[0], ["prefill.json", "not a packed directory"]),
                         ("", ["--base"])):
@@ -502,8 +496,7 @@ def verify_checks_stale_lists(ctx):
     entry["stale"] = entry["stale"][1:] or None
     if entry["stale"] is None:
         del entry["stale"]
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2)
+    write_json(path, manifest)
     result = ctx.run("verify", new)
     ctx.code(result, 1, "a stale key missing from the list")
     ctx.check("keys in the file differ" in result.err, result.err)
@@ -511,8 +504,7 @@ def verify_checks_stale_lists(ctx):
     manifest = json.loads(json.dumps(original))
     entry = next(s for s in manifest["shards"] if s["file"] == shard["file"])
     entry["stale"] = list(reversed(entry["stale"])) + entry["stale"][:1]
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2)
+    write_json(path, manifest)
     result = ctx.run("verify", new)
     ctx.code(result, 1, "an unsorted stale list")
     ctx.check("stale" in result.err, result.err)
