@@ -402,7 +402,8 @@ def unified_diff(expected, actual, name):
 # ----- the runner -----
 
 class Suite:
-    """Registers tests; main() runs them all and prints `N passed, M failed`."""
+    """Registers tests; main() runs them all, prints `N passed, M failed` and exits the process
+    with the suite's status (1 when any case failed or none ran), so no script can forget to."""
 
     def __init__(self):
         self.tests = []
@@ -455,7 +456,9 @@ class Suite:
                                             if known_bug else ""))
                 shutil.rmtree(ctx.tmp, ignore_errors=True)
         print(f"{passed} passed, {failed} failed")
-        return 1 if failed else 0
+        if passed + failed == 0:
+            print(f"no test matched -k {args.only!r}")
+        raise SystemExit(1 if failed or passed + failed == 0 else 0)
 
 
 def deep(value):

@@ -378,4 +378,4 @@ def sigkill_leftovers_are_noted_then_removed_by_the_next_pack(ctx):
 
 
 if __name__ == "__main__":
-    sys.exit(suite.main())
+    suite.main()

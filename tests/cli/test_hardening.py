@@ -59,9 +59,16 @@ def fifo_as_default_data_or_manifest_is_refused(ctx):
     ctx.run_ok("pack", prefill, decode, "-o", packed)
     os.remove(os.path.join(packed, "manifest.json"))
     os.mkfifo(os.path.join(packed, "manifest.json"))
-    for argv in (["dump", packed], ["pack", packed, "-o", packed + ".ptn"]):
+    # The manifest is read before any check: one that is not a regular file is refused as I/O
+    # (exit 5), as a FIFO data file is; verify lists it as the directory's one problem (exit 1).
+    manifest = os.path.join(packed, "manifest.json")
+    for argv in (["dump", packed], ["pack", packed, "-o", packed + ".ptn"], ["diff", packed, packed]):
         r = ctx.run(*argv, timeout=TIMEOUT)
-        ctx.code(r, (3, 5), f"{argv[0]} of a directory whose manifest is a FIFO")
+        check_refused(ctx, r, manifest, f"{argv[0]} of a directory whose manifest is a FIFO")
+    r = ctx.run("verify", packed, timeout=TIMEOUT)
+    ctx.code(r, 1, "verify of a directory whose manifest is a FIFO")
+    ctx.check(f"{manifest} is not a regular file" in r.err, f"verify's problem line: {r.err!r}")
+    ctx.check(not os.path.exists(packed + ".ptn"), "pack wrote an output from a FIFO manifest")
 
 
 @suite.test

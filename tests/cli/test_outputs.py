@@ -953,4 +953,4 @@ def data_option_on_a_packed_input_is_a_usage_error(ctx):
 
 
 if __name__ == "__main__":
-    sys.exit(suite.main())
+    suite.main()

@@ -606,4 +606,4 @@ def mutable_buffer_without_data_is_accepted(ctx):
 
 
 if __name__ == "__main__":
-    sys.exit(suite.main())
+    suite.main()

@@ -23,9 +23,7 @@ void DirectoryInputs::reserve(size_t inputs, unsigned jobs) {
 }
 
 void DirectoryInputs::check_structure(size_t slot, const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec) && path.filename() != "manifest.json") return;
-  if (!std::filesystem::exists(directory_paths(path).manifest, ec)) return;  // the reader says
+  if (!has_checkable_manifest(path)) return;  // not a packed directory: the reader says why
   auto s = std::make_unique<Slot>();
   s->options.jobs = jobs_;
   s->check = std::make_unique<DirectoryCheck>(path, s->options, s->report);

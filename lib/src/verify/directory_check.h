@@ -18,8 +18,14 @@ namespace ptepack::detail {
 // (pack refuses a damaged directory input with verify's words and exit code).
 void raise_problems(const VerifyReport& report, ErrorCode code = ErrorCode::verify_failed);
 
-// When `path` is a packed directory (or its manifest): both steps of the
-// check, then raise_problems(report, code). Nothing for any other path.
+// True when `path` is a directory (or a manifest.json) whose manifest is a regular file:
+// what pack and diff check before reading. A manifest that is missing or not a regular
+// file (a FIFO, a device) is left to the reader, which refuses it as I/O (exit 5) before
+// any check, as it refuses any input that cannot be read as a file.
+bool has_checkable_manifest(const std::filesystem::path& path);
+
+// When has_checkable_manifest(path): both steps of the check, then
+// raise_problems(report, code). Nothing for any other path.
 void check_packed_directory(const std::filesystem::path& path, unsigned jobs, ErrorCode code);
 
 class DirectoryCheck {

@@ -162,11 +162,14 @@ void raise_problems(const VerifyReport& report, ErrorCode code) {
   throw Error(code, lines);
 }
 
-void check_packed_directory(const fs::path& path, unsigned jobs, ErrorCode code) {
+bool has_checkable_manifest(const fs::path& path) {
   std::error_code ec;
-  if (!fs::is_directory(path, ec) && path.filename() != "manifest.json") return;
-  // A directory without a manifest is no packed directory: the reader says so.
-  if (!fs::exists(directory_paths(path).manifest, ec)) return;
+  if (!fs::is_directory(path, ec) && path.filename() != "manifest.json") return false;
+  return fs::is_regular_file(directory_paths(path).manifest, ec);
+}
+
+void check_packed_directory(const fs::path& path, unsigned jobs, ErrorCode code) {
+  if (!has_checkable_manifest(path)) return;
   VerifyOptions options;
   options.jobs = jobs;
   VerifyReport report;
