@@ -75,11 +75,11 @@ Action add_pack(CLI::App& app) {
   auto* base_option = cmd->get_option("--base");
   return [args, directory_only, progress, base_option] {
     auto& o = args->options;
-    bool single_file = is_package_path(o.output) || is_program_path(o.output);
+    const OutputKind kind = output_kind(o.output);
     for (const auto& [name, option] : directory_only) {
-      if (single_file && option->count() > 0) {
+      if (kind != OutputKind::directory && option->count() > 0) {
         fail(ErrorCode::usage, "{} applies to directory outputs, not to a {}", name,
-             is_package_path(o.output) ? ".ptn package" : ".pte program");
+             output_kind_name(kind));
       }
     }
     if (!args->max_shard_bytes.empty())

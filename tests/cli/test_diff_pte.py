@@ -3,7 +3,8 @@
 # two apart. Every fixture against its packed directory and its re-inlined program (exit 0);
 # different programs and one-field changes made in place with tests/tools/pte_reader.py
 # (a constant byte, a delegate blob byte, an instruction argument, an operator overload, an
-# input shape, a named-data byte, an EXTERNAL constant's byte), each bare and packed (exit 1,
+# input shape, a named-data byte, an EXTERNAL constant's byte, an Int argument) and one made
+# with tests/tools/pte_writer.py (an input's shape dynamism), each bare and packed (exit 1,
 # naming what changed); the download over programs and shards; PATH@DATA; error exits.
 import hashlib
 import os
@@ -14,6 +15,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_common import Suite, load_json  # noqa: E402
 import pte_reader  # noqa: E402  (tests/tools is on sys.path through cli_common)
+import pte_writer  # noqa: E402
 
 suite = Suite()
 FIXTURES = ["external_pair", "portable_add_no_header", "portable_inline_constant_buffer",
@@ -154,8 +156,48 @@ def external_constant_byte(ctx, d):
     return "external_pair", path, "bytes changed"
 
 
+def int_argument(ctx, d):
+    """The Int value an operator takes (add.out's alpha, 1) made 2, in place."""
+    path = copy_fixture(ctx, "portable_add_no_header", d)
+    parsed, data = pte_reader.load(path)
+    plan = parsed["program"]["execution_plan"][0]
+    value = next(i for i, v in enumerate(plan["values"]) if (v["val"] or {}).get("type") == "Int")
+    table = pte_reader.position(data, parsed, [("execution_plan", 0), ("values", value), "val"])[0]
+    where = pte_reader.field_position(data, table, "Int", "int_val")
+    ctx.require(where is not None, "the Int value has no int_val field to change")
+    patch(path, where, struct.pack("<q", struct.unpack_from("<q", data, where)[0] + 1))
+    return "portable_add_no_header", path, f"value {value} Int: 1 -> 2"
+
+
+def shape_dynamism(ctx, d):
+    """An input declared DYNAMIC_BOUND instead of STATIC (the default, absent in every
+    fixture): the program is written again by tests/tools/pte_writer.py, as ExecuTorch's
+    serializer writes it, with only that field changed."""
+    program, segments = pte_writer.decode(fixture(ctx, "portable_multi_method"))
+    plan = program["execution_plan"][1]
+    value = plan["inputs"][0]
+    plan["values"][value]["val"]["shape_dynamism"] = "DYNAMIC_BOUND"
+    path = pte_writer.write(os.path.join(d, "portable_multi_method.pte"), program, segments)
+    return ("portable_multi_method", path,
+            f"value {value} FLOAT [2]: shape_dynamism STATIC -> DYNAMIC_BOUND")
+
+
 MUTATIONS = [constant_byte, inline_constant_byte, delegate_blob_byte, named_data_byte,
-             instruction_argument, operator_overload, input_shape, external_constant_byte]
+             instruction_argument, operator_overload, input_shape, external_constant_byte,
+             shape_dynamism, int_argument]
+
+
+@suite.test
+def a_pair_that_differs_only_in_shape_dynamism_differs_by_that_alone(ctx):
+    stem = "portable_multi_method"
+    program, segments = pte_writer.decode(fixture(ctx, stem))
+    same = pte_writer.write(os.path.join(ctx.mkdir("same"), stem + ".pte"), program, segments)
+    report = diff(ctx, fixture(ctx, stem), same, 0, "the fixture written again unchanged")
+    ctx.equal(texts(report), [], "the fixture written again: differences")
+    _, changed, expected = shape_dynamism(ctx, ctx.mkdir("changed"))
+    report = diff(ctx, same, changed, 1, "shape_dynamism alone")
+    ctx.equal(len(texts(report)), 1, f"one difference: {texts(report)}")
+    ctx.check(any(expected in t for t in texts(report)), f"{expected!r} in {texts(report)}")
 
 
 @suite.test

@@ -89,6 +89,21 @@ def manifests_and_pte_outputs_validate(ctx):
     }
     for what, result in outputs.items():
         check(ctx, "pack", result.json(), f"pack --json ({what})")
+    # A single-file output has no shards: the summary says what it is and nothing of shards,
+    # while each program keeps its (empty) shard list.
+    ptn = ctx.run_ok("pack", *examples, "-o", os.path.join(d, "x.ptn"), "--json").json()
+    check(ctx, "pack", ptn, "pack --json (ptn)")
+    single = {"ptn": ptn, "pte_file": outputs["pte_file"].json(),
+              "pte_bare": ctx.run_ok("pack", pte, "-o", os.path.join(d, "y.pte"), "--json").json()}
+    for what, summary in single.items():
+        ctx.equal(summary["kind"], "ptn package" if what == "ptn" else "pte program",
+                  f"{what}: kind")
+        ctx.equal(sorted({"shard_format", "cap_mode", "max_shard_bytes", "shards"} & set(summary)),
+                  [], f"{what}: shard fields in a single-file summary")
+        ctx.equal([p["shards"] for p in summary.get("programs", [])],
+                  [] if what == "ptn" else [[]], f"{what}: programs[].shards")
+    ctx.check("shard_format" in outputs["pte"].json() and "shards" in outputs["pte"].json(),
+              "a directory summary keeps its shard fields")
     for directory, version in (("ptd", 1), ("st", 1), ("pte", 2)):
         manifest = load_json(os.path.join(d, directory, "manifest.json"))
         ctx.equal(manifest["version"], version, f"{directory} manifest version")

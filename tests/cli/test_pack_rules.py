@@ -551,6 +551,9 @@ for where, spot in SPOTS.items():
                ["bad_view"])
     structural("optional_tensor_list_length", where,
                lambda g, s: optional_list_mismatch(g, s["value"]), ["bad_index"])
+    structural("undefined_graph_output", where,
+               lambda g, s: g["outputs"].__setitem__(-1, "ghost_output"),
+               ["graph output 'ghost_output' is not defined"])
 rejection("unresolved_ssa_name_depth2", nested_cond, 3, ["prefill", "deep_ghost"])
 rejection("method_named_state_in_file", in_file_method_name("state"), 3, ["state"])
 rejection("method_name_with_slash_in_file", in_file_method_name("pre/fill"), 3, ["pre/fill"])

@@ -74,6 +74,19 @@ def check_sets(ctx, out, what):
             users = sorted(f for f, keys in needs.items() if key in keys)
             ctx.equal(users, sorted(listed or []),
                       f"{what}: key {key[:20]} of {shard['file']} is used by another set")
+    # Sets in placement order (docs/shard-planner.md): each set's shards together, larger sets
+    # first, sets of one size by the smallest key they store.
+    order = []
+    for shard in manifest["shards"]:
+        listed = tuple(shard.get("programs") or [])
+        if not order or order[-1] != listed:
+            ctx.check(listed not in order, f"{what}: the shards of set {listed} are not together")
+            order.append(listed)
+    smallest = {listed: min(k for shard in manifest["shards"]
+                            if tuple(shard.get("programs") or []) == listed
+                            for k in contents[shard["file"]]) for listed in order}
+    ctx.equal(order, sorted(order, key=lambda listed: (-len(listed), smallest[listed])),
+              f"{what}: sets in placement order")
     waste = waste_of(out, manifest, contents, needs)
     for p in manifest["programs"]:
         ctx.check(waste[p["file"]] <= 0.05, f"{what}: {p['file']} loads {waste[p['file']]:.1%} "

@@ -15,6 +15,7 @@ import sys
 from cli_common import (Suite, load_json, read_file, sha256_file, snapshot, temp_leftovers,
                         tree_differences)
 import pte_reader  # noqa: E402  (tests/tools is on sys.path through cli_common)
+import pte_writer  # noqa: E402
 from pte_reader import EXTERNAL, classify, fqn, layout, strip
 
 suite = Suite()
@@ -580,7 +581,8 @@ def external_tensors_keep_their_keys_with_default_or_explicit_data(ctx):
                       ["external_pair.pte", "'a'"], f"no data file, -o {target}")
     # A data file whose layout differs from the tensor's would fail to load: refused.
     for what, patch in (("scalar type INT", {"scalar_type": 3}),
-                        ("dim order [1, 0]", {"dim_order": [1, 0]})):
+                        ("dim order [1, 0]", {"dim_order": [1, 0]}),
+                        ("sizes [4, 1]", {"sizes": [4, 1]})):  # same bytes, another shape
         bad = os.path.join(ctx.mkdir("bad"), "bad.ptd")
         with open(bad, "wb") as handle:
             handle.write(patch_ptd_layout(read_file(data), "a", **patch))
@@ -591,7 +593,7 @@ def external_tensors_keep_their_keys_with_default_or_explicit_data(ctx):
                       ["'a'"], f"data file layout {what}")
 
 
-def patch_ptd_layout(data, key, scalar_type=None, dim_order=None):
+def patch_ptd_layout(data, key, scalar_type=None, dim_order=None, sizes=None):
     """.ptd bytes with the TensorLayout of `key` changed in place (found with ptd_reader)."""
     out = bytearray(data)
     fb = pte_reader.ptd_reader.Buffer(data)
@@ -607,6 +609,10 @@ def patch_ptd_layout(data, key, scalar_type=None, dim_order=None):
             n, start = fb.vector(fb.ref(tensor_layout, 2))
             assert n == len(dim_order)
             out[start:start + n] = bytes(dim_order)
+        if sizes is not None:
+            n, start = fb.vector(fb.ref(tensor_layout, 1))
+            assert n == len(sizes)
+            struct.pack_into(f"<{n}i", out, start, *sizes)
     return bytes(out)
 
 
@@ -646,6 +652,113 @@ def zero_length_constant_stays_in_a_rebuilt_constant_segment(ctx):
     inlined = os.path.join(ctx.mkdir("inlined"), "zero.pte")
     pack(ctx, [out], inlined)
     check_inlined(ctx, inlined, orig)
+
+
+@suite.test
+def channels_last_constant_keeps_its_dim_order(ctx):
+    # keyword spotting with one single-use 4-D constant's dim_order patched to channels-last
+    # ([0, 2, 3, 1], as an exporter writes a constant it keeps in NHWC): its shard entry
+    # carries that layout (the runtime compares it with the tensor's), and inlining keeps it.
+    source = fixture_path(ctx, "portable_keyword_spotting")
+    base = original(ctx, source)
+    uses = {}
+    for c in base["constants"]:
+        uses.setdefault(c["data_buffer_idx"], []).append(c)
+    victim = next(group[0] for _, group in sorted(uses.items())
+                  if len(group) == 1 and len(group[0]["tensor"]["sizes"]) == 4)
+    blob = bytearray(base["data"])
+    value, kind = pte_reader.position(blob, base["parsed"], [
+        ("execution_plan", victim["plan_index"]), ("values", victim["value_index"]), "val"])
+    count, first = pte_reader.vector_position(blob, value, kind, "dim_order")
+    ctx.require(count == 4, f"dim_order of {count} entries")
+    blob[first:first + 4] = bytes([0, 2, 3, 1])
+    path = os.path.join(ctx.mkdir("in"), "nhwc.pte")
+    with open(path, "wb") as handle:
+        handle.write(bytes(blob))
+    orig = original(ctx, path)
+    out = os.path.join(ctx.mkdir("out"), "out")
+    pack(ctx, [path], out)
+    check_pack(ctx, out, [orig])
+    verify_ok(ctx, out, "channels-last constant packed")
+    parsed, _ = pte_reader.load(os.path.join(out, "nhwc.pte"))
+    tensor = {(p, v): t for _, p, v, t in pte_reader.tensors(parsed)}[
+        (victim["plan"], victim["value_index"])]
+    manifest = load_json(os.path.join(out, "manifest.json"))
+    layouts = {k: e["layout"] for f in manifest["shards"]
+               for k, e in pte_reader.read_ptd(os.path.join(out, f["file"]))[0].items()}
+    ctx.equal(layouts.get(fqn(tensor)), layout(tensor), "the shard's layout of the constant")
+    ctx.equal(layout(tensor)[2], (0, 2, 3, 1), "the slim program's dim_order")
+    inlined = os.path.join(ctx.mkdir("inlined"), "nhwc.pte")
+    pack(ctx, [out], inlined)
+    check_inlined(ctx, inlined, orig)
+    back = {(p, v): t for _, p, v, t in pte_reader.tensors(pte_reader.load(inlined)[0])}[
+        (victim["plan"], victim["value_index"])]
+    ctx.equal(back["dim_order"], [0, 2, 3, 1], "dim_order after inlining")
+
+
+def odd_constants_program(ctx, directory):
+    """portable_multi_method with its shared 8-byte constant split in two (method `double`
+    keeps buffer 1, `forward` gets buffer 2 with other bytes), written by tests/tools's
+    pte_writer as ExecuTorch's serializer would: an odd-sized constant that is not the last."""
+    program, segments = pte_writer.decode(fixture_path(ctx, "portable_multi_method"))
+    plans = {p["name"]: p for p in program["execution_plan"]}
+    forward = plans["forward"]
+    constant = next(v["val"] for v in forward["values"]
+                    if v.get("val_type") == "Tensor" and v["val"].get("data_buffer_idx") == 1)
+    constant["data_buffer_idx"] = 2
+    first = segments[0][:8]
+    second = struct.pack("<q", struct.unpack("<q", first)[0] + 5)
+    segments[0], offsets = pte_writer.constant_segment([first, second])
+    program["constant_segment"]["offsets"] = offsets
+    path = pte_writer.write(os.path.join(directory, "odd.pte"), program, segments)
+    ctx.run_ok("verify", path)
+    return path
+
+
+@suite.test
+def odd_sized_constants_stay_aligned_when_rewritten(ctx):
+    path = odd_constants_program(ctx, ctx.mkdir("in"))
+    orig = original(ctx, path)
+    offsets = orig["parsed"]["program"]["constant_segment"]["offsets"]
+    ctx.require(offsets == [0, 0, 16], f"input constant offsets {offsets}")
+    # The program rewritten alone, inlined from its packed directory: offsets 16-aligned.
+    single = os.path.join(ctx.mkdir("single"), "odd.pte")
+    pack(ctx, [path], single)
+    check_inlined(ctx, single, orig)
+    out = os.path.join(ctx.mkdir("out"), "out")
+    pack(ctx, [path], out)
+    check_pack(ctx, out, [orig])
+    inlined = os.path.join(ctx.mkdir("inlined"), "odd.pte")
+    pack(ctx, [out], inlined)
+    check_inlined(ctx, inlined, orig)
+    for what, result in (("single", single), ("inlined", inlined)):
+        parsed, _ = pte_reader.load(result)
+        got = parsed["program"]["constant_segment"]["offsets"]
+        ctx.equal(got, [0, 0, 16], f"{what}: constant offsets")
+
+
+@suite.test
+def a_manifest_rewritten_by_another_json_tool_still_repacks(ctx):
+    # json.dump(indent=4) and a minified form (as `jq -c .` writes): pack reads the manifest
+    # as JSON, never as text of one layout, and repacks byte-identically.
+    sources = [fixture_path(ctx, "xnnpack_conv"), fixture_path(ctx, "portable_multi_method")]
+    out = os.path.join(ctx.mkdir("out"), "out")
+    pack(ctx, sources, out)
+    expected = os.path.join(ctx.mkdir("expected"), "again")
+    pack(ctx, [out], expected)
+    manifest = load_json(os.path.join(out, "manifest.json"))
+    for name, text in (("indent4", json.dumps(manifest, indent=4)),
+                       ("minified", json.dumps(manifest, separators=(",", ":")))):
+        d = ctx.mkdir(name)
+        edited = os.path.join(d, "edited")
+        shutil.copytree(out, edited)
+        with open(os.path.join(edited, "manifest.json"), "w", encoding="utf-8") as handle:
+            handle.write(text)
+        verify_ok(ctx, edited, f"{name} manifest")
+        again = os.path.join(d, "again")
+        pack(ctx, [edited], again)
+        ctx.equal(tree_differences(snapshot(expected), snapshot(again)), [],
+                  f"{name}: repack differences from the original's repack")
 
 
 @suite.test

@@ -490,6 +490,8 @@ TEST_CASE("ptd: malformed tables are rejected naming the key or segment") {
   f = ok;
   f.named[0].segment = 3;
   expect_invalid(dir, craft(f), "key 'k': segment_index 3 is out of range (1 segments)");
+  f.named[0].segment = 1;  // the exact bound: one past the last segment
+  expect_invalid(dir, craft(f), "key 'k': segment_index 1 is out of range (1 segments)");
   f = ok;
   f.named.push_back(byte_entry("k", 0, {16}));
   expect_invalid(dir, craft(f), "duplicate key 'k'");

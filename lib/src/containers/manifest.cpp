@@ -190,6 +190,17 @@ std::string manifest_to_json(const Manifest& m) {
   return std::move(w).finish();
 }
 
+std::optional<uint64_t> manifest_version(std::string_view text) {
+  try {
+    const JsonDocument doc(text, "manifest");
+    const JsonValue* version = doc.root().is_object() ? doc.root().find("version") : nullptr;
+    if (version == nullptr || !version->is_number_unsigned()) return std::nullopt;
+    return version->unsigned_value();
+  } catch (const Error&) {
+    return std::nullopt;  // not JSON: the front end that reads it says why
+  }
+}
+
 Manifest parse_manifest(std::string_view text, const std::string& context) {
   const JsonDocument doc(text, context);
   const JsonValue& j = doc.root();

@@ -52,13 +52,14 @@ void check_options(const PackOptions& options) {
          "--shard-prefix {} must be letters, digits, '.', '_' or '-' (not starting with '.')",
          quote(prefix));
   }
-  if ((is_package_path(options.output) || is_program_path(options.output)) && options.base) {
+  const OutputKind kind = output_kind(options.output);
+  if (kind != OutputKind::directory && options.base) {
     fail(ErrorCode::usage, "--base applies to directory outputs, not to a {}",
-         is_package_path(options.output) ? ".ptn package" : ".pte program");
+         output_kind_name(kind));
   }
-  if ((is_package_path(options.output) || is_program_path(options.output)) && s.max_shard_bytes) {
+  if (kind != OutputKind::directory && s.max_shard_bytes) {
     fail(ErrorCode::usage, "--max-shard-bytes applies to directory outputs, not to a {}",
-         is_package_path(options.output) ? ".ptn package" : ".pte program");
+         output_kind_name(kind));
   }
 }
 
@@ -76,8 +77,23 @@ bool has_extension(const fs::path& path, std::string_view lower) {
 }  // namespace
 
 // Matched in any case: x.PTN is a package too.
-bool is_package_path(const fs::path& output) { return has_extension(output, ".ptn"); }
-bool is_program_path(const fs::path& output) { return has_extension(output, ".pte"); }
+OutputKind output_kind(const fs::path& output) {
+  if (has_extension(output, ".ptn")) return OutputKind::package;
+  if (has_extension(output, ".pte")) return OutputKind::program;
+  return OutputKind::directory;
+}
+
+std::string_view output_kind_name(OutputKind kind) {
+  switch (kind) {
+    case OutputKind::package:
+      return ".ptn package";
+    case OutputKind::program:
+      return ".pte program";
+    case OutputKind::directory:
+      break;
+  }
+  return "directory";
+}
 
 namespace detail {
 
@@ -113,7 +129,7 @@ void check_output_target(const PackOptions& options, const std::vector<fs::path>
     }
     return;
   }
-  bool package = is_package_path(options.output) || is_program_path(options.output);
+  const bool package = output_kind(options.output) != OutputKind::directory;
   if (package && !fs::is_regular_file(status)) {
     fail(ErrorCode::usage, "{}: exists and is not a regular file", options.output.string());
   }
@@ -170,7 +186,7 @@ PackSummary pack_once(const PackOptions& options) {
   check_options(options);
   if (options.inputs.empty()) fail(ErrorCode::usage, "no inputs given");
   if (detail::holds_programs(parse_input_spec(options.inputs.front()).path) ||
-      is_program_path(options.output)) {
+      output_kind(options.output) == OutputKind::program) {
     return detail::pack_programs(options);
   }
 
@@ -233,7 +249,7 @@ PackSummary pack_once(const PackOptions& options) {
       merge_programs(std::move(merge_inputs), effective_jobs(options.jobs), options.list_renames);
   auto& merged = prepared.merged;
   summary.output = options.output.string();
-  summary.package = is_package_path(options.output);
+  summary.output_kind = output_kind(options.output);
   summary.dry_run = options.dry_run;
   summary.sharding = options.sharding;
   summary.renames = std::move(merged.renames);
@@ -287,7 +303,7 @@ PackSummary pack_once(const PackOptions& options) {
   };
   auto make_output = [&] {
     return std::make_unique<AtomicOutput>(
-        options.output, summary.package ? AtomicOutput::Kind::file : AtomicOutput::Kind::directory);
+        options.output, summary.output_kind == OutputKind::package ? AtomicOutput::Kind::file : AtomicOutput::Kind::directory);
   };
 
   std::unique_ptr<AtomicOutput> output;
@@ -310,7 +326,7 @@ PackSummary pack_once(const PackOptions& options) {
     } catch (const Error&) {
       output.reset();
     }
-    if (output && summary.package) {
+    if (output && summary.output_kind == OutputKind::package) {
       package_speculation =
           detail::write_package_while_hashing(prepared, *output, &progress, summary, hash);
     } else if (output) {
@@ -336,7 +352,7 @@ PackSummary pack_once(const PackOptions& options) {
       output = make_output();
       progress.restart_writes();
     }
-    if (summary.package) {
+    if (summary.output_kind == OutputKind::package) {
       detail::write_package(prepared, output.get(), &progress, summary);
     } else {
       detail::write_directory(prepared, options, output.get(), &progress, summary);

@@ -160,7 +160,7 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
   for (const auto& s : in.sources) {
     for (const auto& plan : s.file->program.plans) summary.methods.emplace_back(plan, s.name);
   }
-  if (is_program_path(options.output)) {
+  if (summary.output_kind == OutputKind::program) {
     auto out = inline_one(options, in, digests, progress, std::move(summary));
     progress.stop();
     return out;
@@ -264,14 +264,13 @@ bool holds_programs(const fs::path& path) {
   if (fs::is_directory(status) || path.filename() == "manifest.json") {
     auto manifest = directory_paths(path).manifest;
     if (!fs::is_regular_file(manifest, ec)) return false;
-    // The top-level version line as manifest_to_json writes it (nested fields
-    // are indented further and keys cannot hold a raw newline). A manifest in
-    // any other form reads as version 1 here and is refused by that front end.
+    // The manifest parsed, whatever its layout; one that cannot be read is left
+    // to the program-graph front end, whose reader says why.
     auto file = InputFile::open(manifest);
-    auto bytes = file->read_range(0, std::min<uint64_t>(file->size(), Limits::max_manifest_bytes));
+    if (file->size() > Limits::max_manifest_bytes) return false;
+    auto bytes = file->read_range(0, file->size());
     std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    return text.find(fmt::format("\n  \"version\": {},", kManifestProgramsVersion)) !=
-           std::string_view::npos;
+    return manifest_version(text) == static_cast<uint64_t>(kManifestProgramsVersion);
   }
   if (!fs::is_regular_file(status)) return false;
   auto file = InputFile::open(path);
@@ -286,7 +285,7 @@ PackSummary pack_programs(const PackOptions& options) {
          "{}: .pte programs load their data from .ptd shards; --shard-format {} is not possible",
          first, shard_format_name(options.sharding.format));
   }
-  if (is_package_path(options.output)) {
+  if (output_kind(options.output) == OutputKind::package) {
     fail(ErrorCode::usage,
          "{}: a .ptn package holds program graphs; pack .pte programs (here {}) into a directory "
          "or a .pte",
@@ -302,6 +301,7 @@ PackSummary pack_programs(const PackOptions& options) {
 
   PackSummary summary;
   summary.output = options.output.string();
+  summary.output_kind = output_kind(options.output);
   summary.dry_run = options.dry_run;
   summary.sharding = options.sharding;
   RangeDigests digests;

@@ -22,10 +22,10 @@ std::string render_pack_text(const PackSummary& s, bool verbose) {
     if (!verbose && total > kListed)
       line(fmt::format("  ... {} more (-v lists all)", total - kListed));
   };
-  const bool program_file = !s.programs.empty() && is_program_path(s.output);
+  const bool program_file = s.output_kind == OutputKind::program;
   line(fmt::format(
       "{} {} ({})", s.dry_run ? "plan for" : "packed", s.output,
-      s.package      ? "ptn package"
+      s.output_kind == OutputKind::package ? "ptn package"
       : program_file ? "pte program, every byte inside"
                      : fmt::format("directory, {} shards", shard_format_name(s.sharding.format))));
   line(fmt::format("methods: {}", s.methods.size()));
@@ -60,7 +60,7 @@ std::string render_pack_text(const PackSummary& s, bool verbose) {
     line(fmt::format("dropped: {} unreferenced keys, {}", s.dropped_keys,
                      human_bytes(s.dropped_bytes)));
   }
-  if (!s.package && !program_file) {
+  if (s.output_kind == OutputKind::directory) {
     const auto& cap = s.sharding.max_shard_bytes;
     line(fmt::format("shards: {}, cap {}", s.shards.size(),
                      cap ? fmt::format("{} ({} mode)", *cap, cap_mode_name(s.sharding.cap_mode))
@@ -99,7 +99,7 @@ std::string render_pack_text(const PackSummary& s, bool verbose) {
   }
   line(s.dry_run
            ? fmt::format("would write: {} bytes{}", s.output_bytes,
-                         s.package || program_file ? "" : " and manifest.json")
+                         s.output_kind != OutputKind::directory ? "" : " and manifest.json")
            : fmt::format("wrote: {} bytes in {:.2f} s ({} read at {}/s)", s.output_bytes,
                          s.elapsed_seconds, human_bytes(s.logical_bytes),
                          human_bytes(static_cast<uint64_t>(static_cast<double>(s.logical_bytes) /
@@ -114,11 +114,10 @@ std::string render_pack_json(const PackSummary& s) {
   j["format"] = "ptepack.pack";
   j["version"] = 1;
   j["output"] = s.output;
-  const bool program_file = !s.programs.empty() && is_program_path(s.output);
-  j["kind"] = artifact_kind_name(s.package            ? ArtifactKind::package
-                                 : program_file       ? ArtifactKind::pte
-                                 : s.programs.empty() ? ArtifactKind::directory
-                                                      : ArtifactKind::programs);
+  j["kind"] = artifact_kind_name(s.output_kind == OutputKind::package   ? ArtifactKind::package
+                                 : s.output_kind == OutputKind::program ? ArtifactKind::pte
+                                 : s.programs.empty()                   ? ArtifactKind::directory
+                                                                        : ArtifactKind::programs);
   j["dry_run"] = s.dry_run;
   ordered methods = ordered::array();
   for (const auto& [method, input] : s.methods)
@@ -137,7 +136,7 @@ std::string render_pack_json(const PackSummary& s) {
   j["dedup_saved_bytes"] = s.logical_bytes - s.stored_bytes;
   j["dropped_keys"] = s.dropped_keys;
   j["dropped_bytes"] = s.dropped_bytes;
-  if (!s.package) {
+  if (s.output_kind == OutputKind::directory) {  // a single file has no shards
     j["shard_format"] = shard_format_name(s.sharding.format);
     j["max_shard_bytes"] =
         s.sharding.max_shard_bytes ? ordered(*s.sharding.max_shard_bytes) : ordered(nullptr);

@@ -103,6 +103,10 @@ inline constexpr int kManifestProgramsVersion = 2;  // directories of .pte progr
 // A manifest.json file, refused before it is read when above
 // Limits::max_manifest_bytes, then parsed (its text freed once parsed).
 [[nodiscard]] Manifest read_manifest_file(const InputFile& file, const std::string& context);
+// The top-level `version` of a manifest's text, parsed as JSON (any layout: re-indented or
+// minified by another tool), or nullopt when the text is no JSON object with an unsigned
+// integer `version`. Decides which front end reads a packed directory.
+[[nodiscard]] std::optional<uint64_t> manifest_version(std::string_view text);
 // True when `name` is a plain file name safe to join to the output directory.
 [[nodiscard]] bool is_plain_file_name(std::string_view name);
 

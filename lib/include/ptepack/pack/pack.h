@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ptepack/core/shard_plan.h"
@@ -94,9 +95,16 @@ struct ProgramSummary {
   uint64_t size = 0;
 };
 
+// What `-o OUTPUT` is, decided once from its name (output_kind) and carried in the summary.
+enum class OutputKind : uint8_t {
+  package,    // NAME.ptn
+  program,    // NAME.pte: one self-contained .pte program
+  directory,  // anything else: a directory of shards and manifest.json
+};
+
 struct PackSummary {
   std::string output;
-  bool package = false;
+  OutputKind output_kind = OutputKind::directory;
   bool dry_run = false;
   ShardingOptions sharding;
   std::vector<std::pair<std::string, std::string>> methods;  // method, input
@@ -129,8 +137,9 @@ struct PackSummary {
 
 // SIZE for --max-shard-bytes: bytes, or K/M/G (10^3..) and KiB/MiB/GiB (2^10..).
 [[nodiscard]] uint64_t parse_size(const std::string& text);
-// The single-file output forms, told by extension in any case (x.PTN is a package too).
-[[nodiscard]] bool is_package_path(const std::filesystem::path& output);  // NAME.ptn
-[[nodiscard]] bool is_program_path(const std::filesystem::path& output);  // NAME.pte
+// The output kind, told by extension in any case (x.PTN is a package too).
+[[nodiscard]] OutputKind output_kind(const std::filesystem::path& output);
+// ".ptn package", ".pte program" or "directory", for messages.
+[[nodiscard]] std::string_view output_kind_name(OutputKind kind);
 
 }  // namespace ptepack
