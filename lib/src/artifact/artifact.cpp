@@ -142,23 +142,16 @@ void load_directory(Artifact& a, ProgramForm form) {
   }
   // The program and the shards are independent: read them at once (each a
   // good share of a many-tensor dump; a small program is not worth a thread).
-  // Errors are raised program first, as when they are read one after the other.
-  std::exception_ptr errors[2];
+  // Errors are raised program first (parallel_for reports the lowest index's),
+  // as when they are read one after the other.
   const unsigned jobs = m.program.size >= kOverlapProgramBytes ? effective_jobs(0) : 1;
   parallel_for(2, jobs, [&](size_t task) {
-    try {
-      if (task == 0) {
-        load_graph_program(a, paths, m, manifest_file->name(), form);
-      } else {
-        load_shards(a, paths, m, manifest_file->name());
-      }
-    } catch (...) {
-      errors[task] = std::current_exception();
+    if (task == 0) {
+      load_graph_program(a, paths, m, manifest_file->name(), form);
+    } else {
+      load_shards(a, paths, m, manifest_file->name());
     }
   });
-  for (const auto& error : errors) {
-    if (error) std::rethrow_exception(error);
-  }
 }
 
 void load_graph_program(Artifact& a, const DirectoryPaths& paths, const Manifest& m,

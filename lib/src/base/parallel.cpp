@@ -1,4 +1,4 @@
-// parallel_for: an index range over worker threads, the first error rethrown.
+// parallel_for: an index range over worker threads, the lowest index's error rethrown.
 #include "ptepack/base/parallel.h"
 
 #include <algorithm>
@@ -22,9 +22,13 @@ void parallel_for(size_t count, unsigned jobs, const std::function<void(size_t)>
     for (size_t i = 0; i < count; ++i) fn(i);
     return;
   }
+  // Indices are handed out in order, so when index i fails every lower index has
+  // started and runs to its end: the lowest failing index among them is the one a
+  // loop on one thread would have stopped at, whatever the timing.
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::exception_ptr error;
+  size_t error_index = count;
   std::mutex error_mutex;
   auto worker = [&] {
     while (!failed) {
@@ -34,7 +38,10 @@ void parallel_for(size_t count, unsigned jobs, const std::function<void(size_t)>
         fn(i);
       } catch (...) {
         std::lock_guard lock(error_mutex);
-        if (!error) error = std::current_exception();
+        if (i < error_index) {
+          error_index = i;
+          error = std::current_exception();
+        }
         failed = true;
       }
     }

@@ -195,38 +195,31 @@ PackSummary pack_once(const PackOptions& options) {
   uint64_t program_file_bytes = 0;  // about the merged program's size
   PackSummary summary;
   // Inputs are read and checked on `-j` threads, each alone (most of a
-  // many-tensor pack is parsing its programs); their errors are then raised in
-  // command-line order, so the first failing input is the one reported, as when
-  // they are loaded one after another.
+  // many-tensor pack is parsing its programs); parallel_for raises the error of
+  // the first failing input in command-line order, as when they are loaded one
+  // after another.
   std::vector<InputSpec> specs(options.inputs.size());
   std::vector<Artifact> loaded(options.inputs.size());
-  std::vector<std::exception_ptr> errors(options.inputs.size());
   detail::DirectoryInputs directories;
   directories.reserve(options.inputs.size(), options.jobs);
   parallel_for(options.inputs.size(), effective_jobs(options.jobs), [&](size_t i) {
-    try {
-      specs[i] = parse_input_spec(options.inputs[i]);
-      directories.check_structure(i, specs[i].path);
-      // merge renames in the object tree
-      loaded[i] = load_artifact(specs[i].path, specs[i].data, true, ProgramForm::tree);
-    } catch (...) {
-      errors[i] = std::current_exception();
-    }
-  });
-  for (size_t i = 0; i < loaded.size(); ++i) {
-    if (errors[i]) std::rethrow_exception(errors[i]);
-    const auto& spec = specs[i];
-    auto& artifact = loaded[i];
+    specs[i] = parse_input_spec(options.inputs[i]);
+    directories.check_structure(i, specs[i].path);
+    // merge renames in the object tree
+    loaded[i] = load_artifact(specs[i].path, specs[i].data, true, ProgramForm::tree);
+    const auto& artifact = loaded[i];
     if (!artifact.pte_programs.empty()) {
-      fail(ErrorCode::usage,
-           "{}: .pte programs cannot be packed together with program graphs (a directory of "
-           "programs comes first, or its manifest.json was rewritten by hand)",
+      fail(ErrorCode::usage, "{}: .pte programs cannot be packed together with program graphs",
            artifact.name);
     }
     if (!artifact.program_tree) {
       fail(ErrorCode::usage, "{}: a {} holds no program; pass it as @DATA of a program input",
            artifact.name, artifact_kind_name(artifact.kind));
     }
+  });
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    const auto& spec = specs[i];
+    auto& artifact = loaded[i];
     detail::add_read_paths(artifact, input_paths);
     program_file_bytes += artifact.program_file_bytes;
     MergeInput in{artifact.name, std::move(artifact.program_tree), std::move(artifact.data),

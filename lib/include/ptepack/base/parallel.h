@@ -8,7 +8,9 @@
 namespace ptepack {
 
 // Runs fn(index) for index in [0, count) on `jobs` threads (dynamic assignment).
-// The first exception thrown by any task is rethrown after all threads stop.
+// After a task throws no new index starts; once all threads stop, the exception
+// of the lowest failing index is rethrown: the one a single thread would have
+// met first, so the error reported never depends on timing.
 void parallel_for(size_t count, unsigned jobs, const std::function<void(size_t)>& fn);
 
 // Number of worker threads for `requested` (0 = all cores).
