@@ -16,6 +16,7 @@ Action add_pack(CLI::App& app) {
     std::string oversize = "error";
     std::string placement = "sets";
     std::string base;
+    std::string merge;
     size_t max_shard_tensors = 0;
     bool json = false;
     bool quiet = false;
@@ -60,6 +61,11 @@ Action add_pack(CLI::App& app) {
                   "only what changed");
   cmd->add_option("--alignment", args->options.sharding.alignment,
                   ".ptd segment alignment (power of two >= 16)");
+  cmd->add_option("--merge", args->merge,
+                  "NAME.pte: .pte inputs become one multi-method program, DIR/NAME.pte, beside "
+                  "its shards (with -o NAME.pte they always do)");
+  cmd->add_option("--method", args->options.methods,
+                  "M: keep only method M of .pte inputs (repeatable), with the data it uses");
   cmd->add_flag("--dry-run", args->options.dry_run, "Print the plan and write nothing");
   cmd->add_flag("--json", args->json, "Print a machine-readable summary");
   cmd->add_flag("-q,--quiet", args->quiet, "No progress and no summary text");
@@ -73,7 +79,8 @@ Action add_pack(CLI::App& app) {
                            "--oversize", "--max-shard-tensors", "--placement", "--base"})
     directory_only.emplace_back(name, cmd->get_option(name));
   auto* base_option = cmd->get_option("--base");
-  return [args, directory_only, progress, base_option] {
+  auto* merge_option = cmd->get_option("--merge");
+  return [args, directory_only, progress, base_option, merge_option] {
     auto& o = args->options;
     const OutputKind kind = output_kind(o.output);
     for (const auto& [name, option] : directory_only) {
@@ -88,6 +95,7 @@ Action add_pack(CLI::App& app) {
     o.sharding.oversize_own_shard = args->oversize == "own-shard";
     o.placement = args->placement == "single" ? Placement::single : Placement::sets;
     if (base_option->count() > 0) o.base = args->base;  // an empty one is refused by pack
+    if (merge_option->count() > 0) o.merge = args->merge;  // checked by pack
     if (args->max_shard_tensors > 0) o.sharding.max_shard_tensors = args->max_shard_tensors;
     o.sharding.format =
         args->shard_format == "safetensors" ? ShardFormat::safetensors : ShardFormat::ptd;

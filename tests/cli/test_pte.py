@@ -906,10 +906,12 @@ def lora_variants_share_the_foundation_and_keep_their_adapters(ctx):
         ctx.equal([p["file"] for p in manifest["programs"]], ["lora_a.pte", "lora_b.pte"],
                   "programs")
         repack_is_identical(ctx, out, options, f"lora cap {cap}")
-        # Two programs cannot go back into one file.
+        # Two programs with one method name merge into one file only when renamed.
         target = os.path.join(ctx.tmp, "both.pte")
         result = ctx.run("pack", *JOBS, out, "-o", target)
-        ctx.code(result, 2, "pack DIR(2 programs) -o X.pte")
+        ctx.code(result, 4, "pack DIR(2 programs, both 'forward') -o X.pte")
+        ctx.check("method 'forward' is also in" in result.err and "lora_a.pte" in result.err,
+                  f"the conflict names the method and the other input: {result.err!r}")
         ctx.check(not os.path.exists(target), "X.pte written from two programs")
 
 
@@ -1043,7 +1045,8 @@ def usage_case(what, argv_of, target_of, names_of, known_bug=None):
             os.makedirs(os.path.join(directory, sub))
             same.append(os.path.join(directory, sub, "m.pte"))
             shutil.copyfile(source, same[-1])
-        inputs = {"conv": conv, "kws": kws, "graph": graph, "same": same}
+        inputs = {"conv": conv, "kws": kws, "graph": graph, "same": same,
+                  "multi": fixture_path(ctx, "portable_multi_method")}
         out = os.path.join(ctx.mkdir("out"), "target")
         result = ctx.run("pack", *JOBS, *argv_of(inputs, out))
         check_refused(ctx, result, 2, target_of(out), names_of, what)
@@ -1061,16 +1064,17 @@ usage_case("shard format safetensors", lambda i, o: [i["conv"], "-o", o, "--shar
            known_bug="--shard-format safetensors error does not name the .pte input")
 usage_case("output ptn", lambda i, o: [i["conv"], "-o", o + ".ptn"], lambda o: o + ".ptn",
            ["target.ptn"])
-usage_case("METHOD= on a pte", lambda i, o: [f"forward={i['conv']}", "-o", o], lambda o: o,
-           ["xnnpack_conv.pte"])
+usage_case("METHOD= on a multi-method pte", lambda i, o: [f"x={i['multi']}", "-o", o],
+           lambda o: o, ["portable_multi_method.pte", "double, forward"])
 usage_case("pte then program graph", lambda i, o: [i["conv"], i["graph"], "-o", o],
            lambda o: o, ["prefill.json"])
 usage_case("program graph then pte", lambda i, o: [i["graph"], i["conv"], "-o", o],
            lambda o: o, ["xnnpack_conv.pte"])
 usage_case("two inputs with one file name", lambda i, o: [*i["same"], "-o", o], lambda o: o,
            ["m.pte"])
-usage_case("output pte with two programs", lambda i, o: [i["conv"], i["kws"], "-o", o + ".pte"],
-           lambda o: o + ".pte", ["target.pte"])
+usage_case("renamed methods of two programs without --merge",
+           lambda i, o: [f"a={i['conv']}", f"b={i['kws']}", "-o", o], lambda o: o,
+           ["--merge NAME.pte"])
 
 
 @suite.test

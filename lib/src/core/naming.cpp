@@ -1,6 +1,10 @@
 // Final key names: `<method>/<key>` and `state/<key>`.
 #include "ptepack/core/naming.h"
 
+#include <fmt/format.h>
+
+#include "ptepack/base/error.h"
+
 namespace ptepack {
 
 std::string state_key(const std::string& key) {
@@ -14,6 +18,14 @@ std::string final_key(const std::string& method, const std::string& key, bool is
     return key;
   }
   return method + "/" + key;
+}
+
+std::string method_name_problem(std::string_view name) {
+  if (name.empty()) return "method name is empty";
+  if (name.find('/') != std::string_view::npos)
+    return fmt::format("method name {} contains '/'", quote(name));
+  if (name == "state") return "method name 'state' is reserved for state keys";
+  return {};
 }
 
 }  // namespace ptepack

@@ -315,14 +315,6 @@ std::vector<std::string> quant_problems(const Meta& meta, std::string_view tenso
 
 }  // namespace
 
-std::string method_name_problem(std::string_view name) {
-  if (name.empty()) return "method name is empty";
-  if (name.find('/') != std::string_view::npos)
-    return fmt::format("method name {} contains '/'", quote(name));
-  if (name == "state") return "method name 'state' is reserved for state keys";
-  return {};
-}
-
 std::vector<std::string> validate_method_structure(const nb::MethodT& method,
                                                    const std::string& context) {
   return validate_structure(method, context);

@@ -47,7 +47,18 @@ std::vector<Digest> hash_ranges(const std::vector<ByteRange>& ranges, unsigned j
 
 void RangeDigests::add(const ByteRange& range) {
   const Id id{range.file.get(), range.offset, range.size};
-  if (!done_.count(id)) pending_.emplace(id, range);
+  if (done_.count(id)) return;
+  // A range of a composed file (a merged program) whose source range is
+  // already hashed has that digest: never hash the same bytes twice.
+  ByteRange source;
+  if (range.file->source_of(range.offset, range.size, source)) {
+    auto it = done_.find(Id{source.file.get(), source.offset, source.size});
+    if (it != done_.end()) {
+      done_.emplace(id, it->second);
+      return;
+    }
+  }
+  pending_.emplace(id, range);
 }
 
 void RangeDigests::set(const ByteRange& range, const Digest& digest) {

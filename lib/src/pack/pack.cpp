@@ -61,6 +61,21 @@ void check_options(const PackOptions& options) {
     fail(ErrorCode::usage, "--max-shard-bytes applies to directory outputs, not to a {}",
          output_kind_name(kind));
   }
+  if (options.merge) {
+    const auto& name = *options.merge;
+    if (kind != OutputKind::directory) {
+      fail(ErrorCode::usage, "--merge names the program of a directory output, not of a {} ({} "
+           "is the merged program already)", output_kind_name(kind), options.output.string());
+    }
+    if (name.find('/') != std::string::npos || !is_plain_file_name(name) ||
+        output_kind(name) != OutputKind::program) {
+      fail(ErrorCode::usage, "--merge {}: a file name ending in .pte, without '/'", quote(name));
+    }
+  }
+  for (const auto& method : options.methods) {
+    auto problem = method_name_problem(method);
+    if (!problem.empty()) fail(ErrorCode::usage, "--method {}: {}", quote(method), problem);
+  }
 }
 
 }  // namespace
@@ -190,6 +205,10 @@ PackSummary pack_once(const PackOptions& options) {
     return detail::pack_programs(options);
   }
 
+  if (options.merge || !options.methods.empty()) {
+    fail(ErrorCode::usage, "{} applies to .pte programs; {} is a program graph input",
+         options.merge ? "--merge" : "--method", options.inputs.front());
+  }
   std::vector<MergeInput> merge_inputs;
   std::vector<fs::path> input_paths;
   uint64_t program_file_bytes = 0;  // about the merged program's size
@@ -234,7 +253,7 @@ PackSummary pack_once(const PackOptions& options) {
 
   for (const auto& in : merge_inputs) {
     for (const auto& m : in.program->methods) {
-      summary.methods.emplace_back(in.rename_method ? *in.rename_method : m->name, in.name);
+      summary.methods.push_back({in.rename_method ? *in.rename_method : m->name, in.name, m->name});
     }
   }
   detail::PreparedPack prepared;

@@ -10,6 +10,7 @@
 #include "ptepack/base/error.h"
 #include "ptepack/core/sharing_sets.h"
 #include "ptepack/pte/externalize.h"
+#include "ptepack/pte/merge.h"
 
 namespace ptepack::detail {
 namespace {
@@ -37,30 +38,69 @@ struct Inputs {
   DirectoryInputs directories;
   std::vector<Artifact> artifacts;
   std::vector<ProgramSource> sources;
-  std::vector<fs::path> paths;  // every file read, for the output check
+  std::vector<std::optional<std::string>> renames;  // per source: METHOD=
+  std::vector<fs::path> paths;                      // every file read, for the output check
+  // A merge: the merged program, read back, as the one source.
+  std::optional<pte::Merged> merged;
+  std::unique_ptr<ProgramFile> merged_file;
 };
+
+void check_method_name(const std::string& name, const std::string& text) {
+  auto problem = method_name_problem(name);
+  if (!problem.empty()) fail(ErrorCode::usage, "{}: {}", text, problem);
+}
+
+// Whether the inputs become one program (docs/rename-rules.md, "Merging .pte
+// programs"): several into a .pte, --merge, or any method renamed or chosen.
+bool merging(const PackOptions& options, size_t programs,
+             const std::vector<std::optional<std::string>>& renames) {
+  if (options.merge || !options.methods.empty()) return true;
+  if (output_kind(options.output) == OutputKind::program && programs > 1) return true;
+  return std::any_of(renames.begin(), renames.end(), [](const auto& r) { return r.has_value(); });
+}
 
 void load_inputs(const PackOptions& options, Inputs& in) {
   in.directories.reserve(options.inputs.size(), options.jobs);
+  std::vector<std::optional<std::string>> renames;
   for (size_t i = 0; i < options.inputs.size(); ++i) {
     const auto& text = options.inputs[i];
     auto spec = parse_input_spec(text);
-    if (spec.method) {
-      fail(ErrorCode::usage, "{}: METHOD= renames program-graph methods, not .pte programs", text);
-    }
+    if (spec.method) check_method_name(*spec.method, text);
     in.directories.check_structure(i, spec.path);
     auto artifact = load_artifact(spec.path, spec.data);
     if (artifact.pte_programs.empty()) {
       fail(ErrorCode::usage, "{}: a {} cannot be packed together with .pte programs", artifact.name,
            artifact_kind_name(artifact.kind));
     }
+    if (spec.method && artifact.pte_programs.size() != 1) {
+      fail(ErrorCode::usage, "{}: METHOD= renames the method of one program; this input holds {}",
+           text, artifact.pte_programs.size());
+    }
     add_read_paths(artifact, in.paths);
     in.artifacts.push_back(std::move(artifact));
+    renames.push_back(spec.method);
+  }
+  for (size_t a = 0; a < in.artifacts.size(); ++a) {
+    for (size_t k = 0; k < in.artifacts[a].pte_programs.size(); ++k) {
+      in.renames.push_back(renames[a]);
+    }
+  }
+  const bool merge = merging(options, in.renames.size(), in.renames);
+  if (merge && !options.merge && output_kind(options.output) == OutputKind::directory &&
+      in.renames.size() > 1) {
+    fail(ErrorCode::usage,
+         "{}: renaming or choosing methods of several programs makes them one program: name it "
+         "with --merge NAME.pte (or write -o NAME.pte)",
+         options.output.string());
   }
   std::set<std::string> names;
   for (const auto& a : in.artifacts) {
     for (const auto& p : a.pte_programs) {
       std::string display = a.kind == ArtifactKind::programs ? (a.root / p.file).string() : a.name;
+      if (merge) {  // names name no output: the merged program has its own
+        in.sources.push_back({display, &p, &a.data});
+        continue;
+      }
       if (p.file == "manifest.json" || p.file.ends_with(".ptd") || !is_plain_file_name(p.file)) {
         fail(ErrorCode::usage,
              "{}: a program keeps its file name in the output directory, and {} is reserved "
@@ -154,11 +194,52 @@ std::vector<PlannedShard> plan_programs(const std::vector<StoredTensor>& tensors
   }
 }
 
+// The merged program's file name: -o NAME.pte, --merge NAME.pte, or the one input's.
+std::string merged_file_name(const PackOptions& options, const Inputs& in) {
+  if (output_kind(options.output) == OutputKind::program) return options.output.filename().string();
+  if (options.merge) return *options.merge;
+  return in.sources.front().file->file;
+}
+
+// The inputs' chosen methods made one program, read back as the one source.
+void merge_sources(const PackOptions& options, Inputs& in, RangeDigests& digests,
+                   Progress& progress, PackSummary& summary) {
+  std::vector<pte::MergeInput> inputs;
+  std::vector<std::string> names;
+  for (const auto& s : in.sources) {
+    auto stem = fs::path(s.file->file).stem().string();
+    inputs.push_back({s.name, stem, &s.file->program, s.data, &s.file->named_keys, {}, {}});
+    names.push_back(s.name);
+  }
+  pte::choose_methods(inputs, in.renames, options.methods);
+  const std::string file = merged_file_name(options, in);
+  in.merged = pte::merge(inputs, digests, file);
+  in.merged_file = std::make_unique<ProgramFile>(
+      ProgramFile{file, pte::read(in.merged->file), std::nullopt});
+  for (const auto& m : in.merged->methods) {
+    summary.methods.push_back({m.name, inputs[m.input].name, m.source});
+  }
+  summary.notes.insert(summary.notes.end(), in.merged->notes.begin(), in.merged->notes.end());
+  if (in.merged->named_data_shared + in.merged->delegate_blobs_shared > 0) {
+    summary.notes.push_back(fmt::format(
+        "merge: {} named-data entries and {} delegate blobs stored once for several inputs",
+        in.merged->named_data_shared, in.merged->delegate_blobs_shared));
+  }
+  in.sources = {ProgramSource{fmt::format("{}", fmt::join(names, " + ")), in.merged_file.get(),
+                              &in.merged->data}};
+  add_program_ranges(in.sources.front(), digests);  // known through the inputs' digests
+  digests.compute(options.jobs, &progress);
+}
+
 PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& digests,
                         Progress& progress, PackSummary summary) {
   digests.compute(options.jobs, &progress);
-  for (const auto& s : in.sources) {
-    for (const auto& plan : s.file->program.plans) summary.methods.emplace_back(plan, s.name);
+  if (merging(options, in.sources.size(), in.renames)) {
+    merge_sources(options, in, digests, progress, summary);
+  } else {
+    for (const auto& s : in.sources) {
+      for (const auto& plan : s.file->program.plans) summary.methods.push_back({plan, s.name, plan});
+    }
   }
   if (summary.output_kind == OutputKind::program) {
     auto out = inline_one(options, in, digests, progress, std::move(summary));
@@ -306,7 +387,11 @@ PackSummary pack_programs(const PackOptions& options) {
   summary.sharding = options.sharding;
   RangeDigests digests;
   add_proven_digests(in, digests);
-  for (const auto& s : in.sources) add_program_ranges(s, digests);
+  const bool merge = merging(options, in.sources.size(), in.renames);
+  for (const auto& s : in.sources) {
+    add_program_ranges(s, digests);
+    if (merge) pte::add_merge_ranges(s.file->program, *s.data, digests);
+  }
   Progress progress;
   progress.set_hash_total(digests.distinct_bytes() + in.directories.hash_total());
   if (!options.dry_run) progress.expect_writes();

@@ -29,8 +29,10 @@ std::string render_pack_text(const PackSummary& s, bool verbose) {
       : program_file ? "pte program, every byte inside"
                      : fmt::format("directory, {} shards", shard_format_name(s.sharding.format))));
   line(fmt::format("methods: {}", s.methods.size()));
-  for (const auto& [method, input] : s.methods)
-    line(fmt::format("  {:<20} from {}", method, input));
+  for (const auto& m : s.methods) {
+    line(fmt::format("  {:<20} from {}{}", m.name, m.input,
+                     m.source == m.name ? "" : fmt::format(" ({})", m.source)));
+  }
   if (!s.programs.empty()) line(fmt::format("programs: {}", s.programs.size()));
   for (const auto& p : s.programs) {
     std::string needs = program_file       ? std::string("loads without data files")
@@ -120,8 +122,8 @@ std::string render_pack_json(const PackSummary& s) {
                                                                         : ArtifactKind::programs);
   j["dry_run"] = s.dry_run;
   ordered methods = ordered::array();
-  for (const auto& [method, input] : s.methods)
-    methods.push_back({{"name", method}, {"input", input}});
+  for (const auto& m : s.methods)
+    methods.push_back({{"name", m.name}, {"input", m.input}, {"source_method", m.source}});
   j["methods"] = methods;
   ordered renames = ordered::array();
   for (const auto& r : s.renames)

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "pte/pte_copy.h"
+#include "pte/pte_frame.h"
 #include "ptepack/base/byte_reader.h"
 #include "ptepack/base/checked.h"
 #include "ptepack/base/error.h"
@@ -18,23 +19,7 @@ namespace et = executorch_flatbuffer;
 using detail::Copier;
 using detail::Field;
 
-constexpr uint64_t kMaxSegmentAlignment = 65536;
-
-// Field slots (declaration positions) of the tables the rewrite edits.
-enum ProgramSlot : uint16_t {
-  kConstantBuffer = 2,
-  kSegments = 4,
-  kConstantSegment = 5,
-  kNamedData = 7,
-};
-enum TensorSlot : uint16_t { kDataBufferIdx = 5, kExtraTensorInfo = 9 };
-enum ExtraSlot : uint16_t { kFullyQualifiedName = 1, kLocation = 2 };
-
-uint64_t aligned(uint64_t value, uint64_t alignment) {
-  auto out = align_up(value, alignment);
-  if (!out) fail_input("rewritten program: offset overflows");
-  return *out;
-}
+using namespace detail;  // schema slots, aligned(), frame()
 
 bool same_range(const ByteRange& a, const ByteRange& b) {
   return a.file == b.file && a.offset == b.offset && a.size == b.size;
@@ -273,26 +258,13 @@ Layout rewrite(const Program& in, const Rewrite& rw) {
   const uint64_t size = builder.GetSize();
 
   Layout out;
+  auto framed = frame(buffer, size, in.inline_alignment, alignment, plan.data_size);
+  out.head = std::move(framed.head);
   if (plan.data_size == 0) {
-    out.head.assign(reinterpret_cast<const char*>(buffer), size);
     out.file_size = size;
     return out;
   }
-  // The eh00 header is inserted after the root offset and identifier; its padded
-  // length keeps the flatbuffer's largest alignment, so only the root offset moves.
-  const uint64_t padded = std::max<uint64_t>(header_length, in.inline_alignment);
-  const uint64_t program_size = size + padded;
-  const uint64_t base = aligned(program_size, alignment);
-  put_u32(out.head, static_cast<uint32_t>(load_u32(buffer) + padded));
-  out.head.append(reinterpret_cast<const char*>(buffer) + 4, 4);
-  out.head.append("eh00");
-  put_u32(out.head, static_cast<uint32_t>(header_length));
-  put_u64(out.head, program_size);
-  put_u64(out.head, base);
-  put_u64(out.head, plan.data_size);
-  out.head.resize(static_cast<size_t>(8 + padded), '\0');
-  out.head.append(reinterpret_cast<const char*>(buffer) + 8, static_cast<size_t>(size - 8));
-  out.head.resize(static_cast<size_t>(base), '\0');
+  const uint64_t base = framed.base;
   for (const OutSegment& s : plan.segments) {
     for (const auto& [at, range] : s.pieces) out.pieces.emplace_back(base + s.offset + at, range);
   }
@@ -301,3 +273,36 @@ Layout rewrite(const Program& in, const Rewrite& rw) {
 }
 
 }  // namespace ptepack::pte
+
+namespace ptepack::pte::detail {
+
+uint64_t aligned(uint64_t value, uint64_t alignment) {
+  auto out = align_up(value, alignment);
+  if (!out) fail_input("rewritten program: offset overflows");
+  return *out;
+}
+
+Framed frame(const uint8_t* buffer, uint64_t size, uint64_t inline_alignment,
+             uint64_t segment_alignment, uint64_t data_size) {
+  Framed out;
+  if (data_size == 0) {
+    out.head.assign(reinterpret_cast<const char*>(buffer), size);
+    return out;
+  }
+  const uint64_t padded = std::max<uint64_t>(header_length, inline_alignment);
+  const uint64_t program_size = size + padded;
+  out.base = aligned(program_size, segment_alignment);
+  put_u32(out.head, static_cast<uint32_t>(load_u32(buffer) + padded));
+  out.head.append(reinterpret_cast<const char*>(buffer) + 4, 4);
+  out.head.append("eh00");
+  put_u32(out.head, static_cast<uint32_t>(header_length));
+  put_u64(out.head, program_size);
+  put_u64(out.head, out.base);
+  put_u64(out.head, data_size);
+  out.head.resize(static_cast<size_t>(8 + padded), '\0');
+  out.head.append(reinterpret_cast<const char*>(buffer) + 8, static_cast<size_t>(size - 8));
+  out.head.resize(static_cast<size_t>(out.base), '\0');
+  return out;
+}
+
+}  // namespace ptepack::pte::detail

@@ -26,4 +26,8 @@ struct KeyRename {
 // "state/K" for K, or K itself when already in that form.
 [[nodiscard]] std::string state_key(const std::string& key);
 
+// Method names of either front end: non-empty, no '/' (keys are
+// `<method>/<key>`), not the reserved "state". The problem, or an empty string.
+[[nodiscard]] std::string method_name_problem(std::string_view name);
+
 }  // namespace ptepack

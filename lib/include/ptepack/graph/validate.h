@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ptepack/core/naming.h"  // method_name_problem
 #include "ptepack/graph/program.h"
 #include "ptepack/graph/program_access.h"
 #include "ptepack/tensors/tensor.h"
@@ -21,10 +22,6 @@ namespace ptepack {
                                                                  const std::string& context);
 [[nodiscard]] std::vector<std::string> validate_method_structure(const nb::Method& method,
                                                                  const std::string& context);
-
-// Method names: non-empty, no '/', not the reserved "state". Returns the
-// problem or an empty string.
-[[nodiscard]] std::string method_name_problem(std::string_view name);
 
 // Data checks against the graph. Each returns the problem, or "" when fine.
 // The data must match `meta` (dtype, rank, static dims, dynamic dims within

@@ -29,7 +29,8 @@ inline constexpr size_t kChunkBytes = 1 << 20;
 // Digests looked up by range: add every range, compute() once, then ask of().
 class RangeDigests {
  public:
-  // A range to hash; nothing when its digest is already known.
+  // A range to hash; nothing when its digest is already known (also as the
+  // source range of a range of a composed file).
   void add(const ByteRange& range);
   // A digest known without hashing (a manifest's, once proven).
   void set(const ByteRange& range, const Digest& digest);

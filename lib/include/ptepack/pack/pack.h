@@ -58,6 +58,11 @@ struct PackOptions {
   // (docs/performance.md); 0: hash, then write.
   uint64_t write_while_hashing_from = 256ULL << 20;
   ProgressMode progress = ProgressMode::never;  // --progress
+  // .pte inputs: --merge NAME.pte, the merged program of a directory output
+  // (several programs become one; docs/rename-rules.md), and --method, the
+  // methods to keep (every one when empty).
+  std::optional<std::string> merge;
+  std::vector<std::string> methods;
 };
 
 struct ShardSummary {
@@ -95,6 +100,13 @@ struct ProgramSummary {
   uint64_t size = 0;
 };
 
+// A method of the output and where it came from.
+struct MethodSummary {
+  std::string name;
+  std::string input;   // the input as given
+  std::string source;  // its name there (METHOD= renames it)
+};
+
 // What `-o OUTPUT` is, decided once from its name (output_kind) and carried in the summary.
 enum class OutputKind : uint8_t {
   package,    // NAME.ptn
@@ -107,7 +119,7 @@ struct PackSummary {
   OutputKind output_kind = OutputKind::directory;
   bool dry_run = false;
   ShardingOptions sharding;
-  std::vector<std::pair<std::string, std::string>> methods;  // method, input
+  std::vector<MethodSummary> methods;
   std::vector<KeyRename> renames;  // empty unless PackOptions::list_renames
   uint64_t renamed_keys = 0;       // listed or not
   std::vector<std::string> state;
