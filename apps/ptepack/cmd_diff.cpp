@@ -11,6 +11,7 @@ Action add_diff(CLI::App& app) {
     std::string b;
     bool json = false;
     unsigned jobs = 0;
+    std::string method;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -23,10 +24,22 @@ Action add_diff(CLI::App& app) {
       ->default_str("");
   cmd->add_flag("--json", args->json, "Machine-readable report (format ptepack.diff)");
   cmd->add_option("-j,--jobs", args->jobs, "Hashing threads (default: all cores)");
-  return [args] {
+  auto* method_option = cmd->add_option(
+      "--method", args->method,
+      "M or M=N: compare only method M of A with method M (or N) of B (.pte programs)");
+  return [args, method_option] {
     auto a = parse_artifact_spec(args->a);
     auto b = parse_artifact_spec(args->b);
-    auto diff = diff_artifacts({a.path, a.data}, {b.path, b.data}, args->jobs);
+    std::optional<MethodPair> method;
+    if (method_option->count() > 0) {
+      const auto eq = args->method.find('=');
+      method = MethodPair{args->method.substr(0, eq),
+                          eq == std::string::npos ? args->method : args->method.substr(eq + 1)};
+      if (method->a.empty() || method->b.empty()) {
+        fail(ErrorCode::usage, "--method {}: expected M or M=N", quote(args->method));
+      }
+    }
+    auto diff = diff_artifacts({a.path, a.data}, {b.path, b.data}, args->jobs, method);
     print(args->json ? render_diff_json(diff) : render_diff_text(diff));
     return diff.equivalent() ? 0 : 1;
   };

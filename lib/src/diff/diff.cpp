@@ -136,7 +136,8 @@ bool ArtifactDiff::equivalent() const {
          differences.empty() && differences_omitted == 0;
 }
 
-ArtifactDiff diff_artifacts(const DiffSide& a, const DiffSide& b, unsigned jobs) {
+ArtifactDiff diff_artifacts(const DiffSide& a, const DiffSide& b, unsigned jobs,
+                            const std::optional<MethodPair>& method) {
   // A packed directory is compared on its manifest's digests, so it is first
   // checked whole, as verify checks it: a damaged side is an error, never a verdict.
   for (const auto* side : {&a, &b}) {
@@ -148,6 +149,16 @@ ArtifactDiff diff_artifacts(const DiffSide& a, const DiffSide& b, unsigned jobs)
   ArtifactDiff d;
   d.a = left.name;
   d.b = right.name;
+  if (method) {
+    for (const auto* side : {&left, &right}) {
+      if (!holds_pte(*side)) {
+        fail(ErrorCode::usage, "{}: --method compares methods of .pte programs; this is a {}",
+             side->name, artifact_kind_name(side->kind));
+      }
+    }
+    detail::diff_method(left, right, *method, jobs, d);
+    return d;
+  }
   if (holds_pte(left) && holds_pte(right)) {
     detail::diff_programs(left, right, jobs, d);
   } else if (holds_pte(left) || holds_pte(right)) {

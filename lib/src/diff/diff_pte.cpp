@@ -10,6 +10,7 @@
 #include <set>
 
 #include "diff/plan_compare.h"
+#include "pte/merge_internal.h"
 #include "ptepack/base/error.h"
 #include "ptepack/hash/parallel_hash.h"
 #include "ptepack/schema/pte_program_generated.h"
@@ -243,7 +244,63 @@ void compare_pair(const Resolved& ra, const Resolved& rb, const RangeDigests& di
   if (sa != sb) note(fmt::format("where bytes live: {} -> {}", sa, sb));
 }
 
+// The one program of an artifact that has method `name`, and the plan's index.
+std::pair<size_t, uint32_t> find_method(const Artifact& artifact, const std::string& name) {
+  std::vector<std::pair<size_t, uint32_t>> found;
+  std::vector<std::string> all;
+  for (size_t i = 0; i < artifact.pte_programs.size(); ++i) {
+    const auto& plans = artifact.pte_programs[i].program.plans;
+    for (uint32_t k = 0; k < plans.size(); ++k) {
+      if (plans[k] == name) found.emplace_back(i, k);
+      all.push_back(plans[k]);
+    }
+  }
+  if (found.size() == 1) return found.front();
+  if (found.empty()) {
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    fail(ErrorCode::usage, "{}: no method {}; there are: {}", artifact.name, quote(name),
+         fmt::join(all, ", "));
+  }
+  std::vector<std::string> files;
+  for (const auto& [i, k] : found) files.push_back(artifact.pte_programs[i].file);
+  fail(ErrorCode::usage, "{}: method {} is in {} programs ({}): compare those programs instead",
+       artifact.name, quote(name), found.size(), fmt::join(files, ", "));
+}
+
 }  // namespace
+
+void diff_method(const Artifact& a, const Artifact& b, const MethodPair& method, unsigned jobs,
+                 ArtifactDiff& out) {
+  const auto [i, pa] = find_method(a, method.a);
+  const auto [j, pb] = find_method(b, method.b);
+  out.programs.push_back({a.pte_programs[i].file, b.pte_programs[j].file});
+  const Resolved ra = resolve(a, i);
+  const Resolved rb = resolve(b, j);
+  RangeDigests digests;
+  add_ranges(ra, digests);
+  add_ranges(rb, digests);
+  digests.compute(jobs, nullptr);
+  const std::string& name = rb.file;
+  Reporter report(out, name, method.b);
+  compare_plans(view_of(ra, digests), pa, view_of(rb, digests), pb, report);
+  // Named data: the keys either side's delegates of this method name.
+  std::set<std::string> keys;
+  for (const auto* r : {&ra, &rb}) {
+    for (const auto& [key, bytes] : r->named) keys.insert(key);
+  }
+  auto named = pte::detail::keys_named_by_plan(*ra.program, pa, keys);
+  named.merge(pte::detail::keys_named_by_plan(*rb.program, pb, keys));
+  Resolved sa = ra;
+  Resolved sb = rb;
+  std::erase_if(sa.named, [&](const auto& entry) { return named.count(entry.first) == 0; });
+  std::erase_if(sb.named, [&](const auto& entry) { return named.count(entry.first) == 0; });
+  compare_named(sa, sb, digests, report);
+  if (report.any()) out.methods.push_back({name, method.b, Change::changed});
+  out.notes.push_back(fmt::format("method {} of {} compared with method {} of {}; other methods "
+                                  "and their data not compared",
+                                  quote(method.a), a.pte_programs[i].file, quote(method.b), name));
+}
 
 void diff_programs(const Artifact& a, const Artifact& b, unsigned jobs, ArtifactDiff& out) {
   // Pairs of program indices (npos: none on that side).

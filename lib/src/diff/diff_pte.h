@@ -13,4 +13,9 @@ namespace ptepack::detail {
 // program cannot be resolved in the data files it loads with.
 void diff_programs(const Artifact& a, const Artifact& b, unsigned jobs, ArtifactDiff& out);
 
+// One method of each side (diff_artifacts' `method`): the program of each
+// side that has it, its plan and the named data its delegates name.
+void diff_method(const Artifact& a, const Artifact& b, const MethodPair& method, unsigned jobs,
+                 ArtifactDiff& out);
+
 }  // namespace ptepack::detail

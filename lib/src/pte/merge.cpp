@@ -23,7 +23,6 @@ namespace et = executorch_flatbuffer;
 using detail::Copier;
 using detail::Field;
 using detail::has_instructions;
-using detail::keys_found;
 using detail::returned_values;
 
 }  // namespace
@@ -294,24 +293,14 @@ class Merger {
     if (const auto* data = inputs_[i].data) {
       for (const auto& [key, t] : *data) keys.insert(key);
     }
-    std::vector<ByteRange> kept, dropped;
-    for (const Delegate& d : p.delegates) {
-      ByteRange range{p.file, 0, d.size};
-      if (d.inline_data) {
-        const auto* data = p.root()->backend_delegate_data()->Get(d.index)->data();
-        if (data == nullptr) continue;
-        range.offset = static_cast<uint64_t>(data->Data() - p.flatbuffer.data());
-      } else {
-        range.offset = p.segments[d.index].offset;
-      }
-      (chosen(i, d.plan) ? kept : dropped).push_back(range);
+    std::set<std::string> kept;
+    std::set<std::string> dropped;
+    for (uint32_t plan = 0; plan < p.plans.size(); ++plan) {
+      auto named = detail::keys_named_by_plan(p, plan, keys);
+      (chosen(i, plan) ? kept : dropped).merge(named);
     }
-    std::set<std::string> out;
-    const auto named_by_kept = keys_found(kept, keys);
-    for (const auto& key : keys_found(dropped, keys)) {
-      if (named_by_kept.count(key) == 0) out.insert(key);
-    }
-    return out;
+    std::erase_if(dropped, [&](const std::string& key) { return kept.count(key) != 0; });
+    return dropped;
   }
 
   void add_named(size_t i, const std::string& key, const ByteRange& range, bool from_files,

@@ -28,6 +28,10 @@ namespace ptepack::pte::detail {
 [[nodiscard]] std::set<std::string> keys_found(const std::vector<ByteRange>& ranges,
                                                const std::set<std::string>& keys);
 
+// Which of `keys` the delegates of plan `plan` name inside their blobs.
+[[nodiscard]] std::set<std::string> keys_named_by_plan(const Program& p, uint32_t plan,
+                                                       const std::set<std::string>& keys);
+
 // One segment of the merged file: pieces relative to its start; its offset from the base.
 struct MergePiece {
   uint64_t at = 0;

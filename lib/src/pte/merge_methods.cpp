@@ -239,5 +239,23 @@ std::set<std::string> keys_found(const std::vector<ByteRange>& ranges,
   return found;
 }
 
+std::set<std::string> keys_named_by_plan(const Program& p, uint32_t plan,
+                                         const std::set<std::string>& keys) {
+  std::vector<ByteRange> blobs;
+  for (const Delegate& d : p.delegates) {
+    if (d.plan != plan) continue;
+    ByteRange range{p.file, 0, d.size};
+    if (d.inline_data) {
+      const auto* data = p.root()->backend_delegate_data()->Get(d.index)->data();
+      if (data == nullptr) continue;
+      range.offset = static_cast<uint64_t>(data->Data() - p.flatbuffer.data());
+    } else {
+      range.offset = p.segments[d.index].offset;
+    }
+    blobs.push_back(range);
+  }
+  return keys_found(blobs, keys);
+}
+
 }  // namespace detail
 }  // namespace ptepack::pte

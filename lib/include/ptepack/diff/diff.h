@@ -86,7 +86,18 @@ struct ArtifactDiff {
 // compared on the manifest's digests. Throws Error when either side cannot be
 // read or is damaged (invalid_input, with verify's problem lines), or when a
 // program's EXTERNAL tensor or named data cannot be resolved (invalid_input).
-[[nodiscard]] ArtifactDiff diff_artifacts(const DiffSide& a, const DiffSide& b, unsigned jobs);
+//
+// With `method` (`diff --method M` or `M=N`), both sides are .pte artifacts and
+// only method `method->a` of A and `method->b` of B are compared (each in the
+// one program of its side that has it): their plans, and the named data their
+// delegates name in their blobs; other methods and data are not looked at. A
+// method no program of a side has is a usage error listing those there are.
+struct MethodPair {
+  std::string a;
+  std::string b;
+};
+[[nodiscard]] ArtifactDiff diff_artifacts(const DiffSide& a, const DiffSide& b, unsigned jobs,
+                                          const std::optional<MethodPair>& method = {});
 
 [[nodiscard]] std::string render_diff_text(const ArtifactDiff& diff);
 // {"format": "ptepack.diff", "version": 2, ...}: schema/diff.schema.json.
