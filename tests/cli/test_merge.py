@@ -1,0 +1,478 @@
+#!/usr/bin/env python3
+# Merging .pte programs (docs/rename-rules.md, "Merging .pte programs"): several real programs
+# become one multi-method program, as one file and as a directory with --merge, capped and
+# uncapped; every method of the merged program is checked against the method of its source
+# with the independent readers in tests/tools (plan field for field, stored bytes, delegate
+# blobs, the named data its delegates name), and with `diff --method`; dedup across inputs;
+# each rule's conflict or refusal with its exit code and one-line message, nothing written;
+# --method selection; determinism for any -j. Programs no fixture provides (constant-only
+# methods, training companions, name-bound delegates, other versions) are written with
+# tests/tools/pte_writer.py as ExecuTorch's serializer writes them.
+import glob
+import hashlib
+import json
+import os
+import shutil
+import struct
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_common import Suite, load_json, snapshot, temp_leftovers, tree_differences  # noqa: E402
+import pte_reader  # noqa: E402  (tests/tools is on sys.path through cli_common)
+import pte_writer  # noqa: E402
+from pte_reader import classify, strip  # noqa: E402
+
+suite = Suite()
+JOBS = ("-j", "2")
+
+
+def sha(blob):
+    return hashlib.sha256(blob).hexdigest()
+
+
+def fixture(ctx, stem):
+    return os.path.join(ctx.data, "pte", stem + ".pte")
+
+
+def pack(ctx, *argv):
+    return ctx.run_ok("pack", *JOBS, "-q", *argv)
+
+
+def shards_of(directory):
+    return sorted(glob.glob(os.path.join(directory, "*.ptd")))
+
+
+def data_maps(paths):
+    maps = {}
+    for path in paths:
+        maps.update(pte_reader.read_ptd(path)[0])
+    return maps
+
+
+# ------------------------------------------------------------------ one method, independently
+
+def method_view(path, data_files, method):
+    """What a runtime computes method `method` of the program with: its plan with the fields
+    a merge may renumber masked (its name, data_buffer_idx and where a stored tensor lives, a
+    delegate's data reference), every stored tensor's layout and bytes, every delegate blob,
+    and the named data its delegates name inside their blobs."""
+    parsed, blob = pte_reader.load(path)
+    maps = data_maps(data_files)
+    plans = parsed["program"]["execution_plan"]
+    index = next(i for i, p in enumerate(plans) if p["name"] == method)
+    plan = strip(plans[index], scalar_presence=True)
+    plan["name"] = "*"
+    stored = {}
+    for _, p, v, t in pte_reader.tensors(parsed):
+        if p != method or classify(t) == "none":
+            continue
+        kind = classify(t)
+        if kind == "external":
+            entry = maps[pte_reader.fqn(t)]
+            data = entry["bytes"]
+            assert entry["layout"] == pte_reader.layout(t), f"{path}: {method} value {v} layout"
+        elif kind == "constant":
+            data = pte_reader.constant_bytes(parsed, blob, t)
+        else:
+            data = pte_reader.mutable_bytes(parsed, blob, t)
+        stored[v] = (kind == "mutable", pte_reader.layout(t), sha(data))
+        value = plan["values"][v]["val"]["value"]
+        value["data_buffer_idx"] = "*"
+        value["_present"] = [f for f in value["_present"]
+                             if f not in ("data_buffer_idx", "extra_tensor_info")]
+        value["extra_tensor_info"] = "*"
+    for delegate in plan["delegates"] or []:
+        delegate["processed"] = "*"
+    blobs = [b for p, _, _, _, b in pte_reader.delegate_blobs(parsed, blob) if p == method]
+    own = dict(pte_reader.named_data(parsed, blob))
+    external = {pte_reader.fqn(t) for _, _, _, t in pte_reader.tensors(parsed)
+                if classify(t) == "external"}
+    # Named data as the runtime serves it: data files first, then the program's own.
+    candidates = {**own, **{k: e["bytes"] for k, e in maps.items() if k not in external}}
+    named = {k: sha(v) for k, v in candidates.items()
+             if any(b is not None and k.encode() in b for b in blobs)}
+    return {"plan": plan, "stored": stored, "blobs": [sha(b) for b in blobs if b is not None],
+            "named": named}
+
+
+def check_method(ctx, merged, merged_data, name, source, source_data, source_method, what):
+    got = method_view(merged, merged_data, name)
+    want = method_view(source, source_data, source_method)
+    for part in ("plan", "stored", "blobs", "named"):
+        ctx.check(got[part] == want[part], f"{what}: method {name} differs from {source_method} "
+                                           f"of {os.path.basename(source)} in its {part}")
+    spec = merged + ("@" + ",".join(merged_data) if merged_data else "")
+    src = source + ("@" + ",".join(source_data) if source_data else "")
+    method = name if name == source_method else f"{name}={source_method}"
+    ctx.code(ctx.run("diff", spec, src, "--method", method), 0, f"{what}: diff --method {method}")
+
+
+# The merge of most fixtures: (name in the merged program, fixture, its method, data files).
+def plan_of_everything(ctx):
+    pair = os.path.join(ctx.data, "pte", "external_pair.ptd")
+    return [("stress", "xnnpack_stress_mlp", "forward", []),
+            ("conv", "xnnpack_conv", "forward", []),
+            ("quant", "xnnpack_quantized", "forward", []),
+            ("double", "portable_multi_method", "double", []),
+            ("forward", "portable_multi_method", "forward", []),
+            ("ext", "external_pair", "forward", [pair]),
+            ("inline", "portable_inline_constant_buffer", "forward", []),
+            ("add", "portable_add_no_header", "forward", []),
+            ("kws", "portable_keyword_spotting", "forward", [])]
+
+
+def everything_inputs(ctx):
+    inputs = []
+    for name, stem, method, data in plan_of_everything(ctx):
+        if stem == "portable_multi_method":
+            if method == "double":
+                inputs.append(fixture(ctx, stem))
+            continue
+        inputs.append(f"{name}={fixture(ctx, stem)}" + (f"@{','.join(data)}" if data else ""))
+    return inputs
+
+
+def check_everything(ctx, program, data, what):
+    parsed, _ = pte_reader.load(program)
+    expected = [name for name, *_ in plan_of_everything(ctx)]
+    ctx.equal([p["name"] for p in parsed["program"]["execution_plan"]], expected,
+              f"{what}: methods in input order")
+    for name, stem, method, source_data in plan_of_everything(ctx):
+        check_method(ctx, program, data, name, fixture(ctx, stem), source_data, method,
+                     f"{what}: {name}")
+
+
+@suite.test
+def every_fixture_merged_into_one_file_keeps_every_method(ctx):
+    d = ctx.mkdir()
+    out = os.path.join(d, "all.pte")
+    pack(ctx, *everything_inputs(ctx), "-o", out)
+    ctx.code(ctx.run("verify", out), 0, "verify of the merged program")
+    check_everything(ctx, out, [], "one file")
+    again = os.path.join(d, "again.pte")
+    ctx.run_ok("pack", "-j", "1", "-q", *everything_inputs(ctx), "-o", again)
+    ctx.equal(sha(open(out, "rb").read()), sha(open(again, "rb").read()), "-j 1 against -j 2")
+
+
+@suite.test
+def every_fixture_merged_into_a_directory_capped_and_uncapped(ctx):
+    for cap in (None, "64KB"):
+        d = ctx.mkdir(f"cap{cap}")
+        out = os.path.join(d, "dist")
+        extra = ["--max-shard-bytes", cap, "--oversize", "own-shard"] if cap else []
+        pack(ctx, *everything_inputs(ctx), "-o", out, "--merge", "model.pte", *extra)
+        ctx.code(ctx.run("verify", out), 0, f"cap {cap}: verify")
+        manifest = load_json(os.path.join(out, "manifest.json"))
+        ctx.equal([p["file"] for p in manifest["programs"]], ["model.pte"], "one program")
+        shards = [os.path.join(out, f) for f in manifest["programs"][0]["shards"]]
+        check_everything(ctx, os.path.join(out, "model.pte"), shards, f"cap {cap}")
+        # The directory as an input: repacked byte for byte, and back into one file.
+        again = os.path.join(d, "again")
+        pack(ctx, out, "-o", again, *extra)
+        ctx.equal(tree_differences(snapshot(out), snapshot(again)), [], f"cap {cap}: repack")
+        inlined = os.path.join(d, "inlined.pte")
+        pack(ctx, out, "-o", inlined)
+        check_everything(ctx, inlined, [], f"cap {cap}: pack DIR -o X.pte")
+
+
+@suite.test
+def a_program_merged_with_a_renamed_copy_stores_its_data_once(ctx):
+    d = ctx.mkdir()
+    stress = fixture(ctx, "xnnpack_stress_mlp")
+    copy = shutil.copy(stress, os.path.join(d, "copy.pte"))
+    out = os.path.join(d, "both.pte")
+    summary = ctx.run_ok("pack", *JOBS, stress, f"again={copy}", "-o", out, "--json").json()
+    size, source = os.path.getsize(out), os.path.getsize(stress)
+    ctx.check(size < source * 1.01, f"merged {size} B, one input {source} B: not stored once")
+    parsed, blob = pte_reader.load(out)
+    ctx.equal(len(parsed["program"]["named_data"]), 20, "named data entries (20 in the input)")
+    segments = [s for s in parsed["program"]["segments"] if s["size"]]
+    original, _ = pte_reader.load(stress)
+    ctx.equal(len(segments), len([s for s in original["program"]["segments"] if s["size"]]),
+              "segments holding bytes: the input's, not twice as many")
+    ctx.equal([(m["name"], m["source_method"]) for m in summary["methods"]],
+              [("forward", "forward"), ("again", "forward")], "summary: methods and sources")
+    ctx.check(any("20 named-data entries and 2 delegate blobs stored once" in n
+                  for n in summary["notes"]), f"summary notes {summary['notes']}")
+    for name in ("forward", "again"):
+        check_method(ctx, out, [], name, stress, [], "forward", f"copy: {name}")
+
+
+# ------------------------------------------------------------------ refusals, one rule each
+
+def refused(ctx, argv, code, names, target, what):
+    result = ctx.run("pack", *JOBS, *argv)
+    ctx.code(result, code, what)
+    lines = result.err.splitlines()
+    ctx.check(len(lines) == 1 and lines[0].startswith("ptepack: error: "),
+              f"{what}: not one error line: {result.err!r}")
+    for name in names:
+        ctx.check(name in result.err, f"{what}: message does not name {name!r}: {result.err!r}")
+    ctx.check(not os.path.exists(target), f"{what}: {target} written")
+    ctx.equal(temp_leftovers(os.path.dirname(target)), [], f"{what}: temporary files left")
+    return result
+
+
+@suite.test
+def one_method_name_in_two_inputs_is_a_conflict(ctx):
+    d = ctx.mkdir()
+    conv, add = fixture(ctx, "xnnpack_conv"), fixture(ctx, "portable_add_no_header")
+    target = os.path.join(d, "m.pte")
+    refused(ctx, [conv, add, "-o", target], 4,
+            ["portable_add_no_header.pte", "'forward'", "xnnpack_conv.pte", "NEWNAME=PATH"],
+            target, "two 'forward' methods")
+    target = os.path.join(d, "dir")
+    refused(ctx, [conv, add, "-o", target, "--merge", "m.pte"], 4, ["'forward'"], target,
+            "two 'forward' methods, --merge")
+    # A multi-method input keeps its names; its methods clash with a renamed one's.
+    multi = fixture(ctx, "portable_multi_method")
+    refused(ctx, [multi, f"double={conv}", "-o", os.path.join(d, "x.pte")], 4,
+            ["'double'", "--method M"], os.path.join(d, "x.pte"), "multi-method clash")
+
+
+@suite.test
+def renaming_needs_a_single_method_program(ctx):
+    d = ctx.mkdir()
+    target = os.path.join(d, "m.pte")
+    refused(ctx, [f"x={fixture(ctx, 'portable_multi_method')}", "-o", target], 2,
+            ["portable_multi_method.pte", "double, forward", "--method M"], target,
+            "METHOD= on a two-method program")
+    refused(ctx, [f"state={fixture(ctx, 'xnnpack_conv')}", "-o", target], 2, ["'state'"],
+            target, "METHOD=state")
+
+
+def with_constant_method(ctx, stem, name, value, directory, file_name=None):
+    """The fixture with a method that only returns an Int (as LLM exports carry
+    get_max_seq_len), written by pte_writer."""
+    program, segments = pte_writer.decode(fixture(ctx, stem))
+    program["execution_plan"].append({
+        "name": name, "values": [{"val_type": "Int", "val": {"int_val": value}}],
+        "inputs": [], "outputs": [0], "chains": [{"inputs": [], "outputs": [0],
+                                                  "instructions": []}],
+        "operators": [], "delegates": [], "non_const_buffer_sizes": [0]})
+    path = os.path.join(directory, file_name or f"{stem}.pte")
+    pte_writer.write(path, program, segments)
+    ctx.run_ok("verify", path)
+    return path
+
+
+@suite.test
+def constant_methods_are_kept_once_when_they_agree(ctx):
+    d = ctx.mkdir()
+    conv = with_constant_method(ctx, "xnnpack_conv", "get_max_seq_len", 128, d)
+    add = with_constant_method(ctx, "portable_add_no_header", "get_max_seq_len", 128, d)
+    out = os.path.join(d, "m.pte")
+    summary = ctx.run_ok("pack", *JOBS, f"conv={conv}", f"add={add}", "-o", out, "--json").json()
+    parsed, _ = pte_reader.load(out)
+    ctx.equal([p["name"] for p in parsed["program"]["execution_plan"]],
+              ["conv", "get_max_seq_len", "add"], "methods: the constant one once")
+    ctx.check(any("get_max_seq_len" in n and "kept once" in n for n in summary["notes"]),
+              f"notes {summary['notes']}")
+    check_method(ctx, out, [], "get_max_seq_len", conv, [], "get_max_seq_len", "constant method")
+    # Renaming a program renames its one method with instructions, never a constant one.
+    ctx.equal([m["source_method"] for m in summary["methods"]],
+              ["forward", "get_max_seq_len", "forward"], "sources")
+    other = with_constant_method(ctx, "portable_add_no_header", "get_max_seq_len", 256,
+                                 ctx.mkdir("other"))
+    target = os.path.join(d, "x.pte")
+    refused(ctx, [f"conv={conv}", f"add={other}", "-o", target], 4,
+            ["'get_max_seq_len'", "returns other values"], target, "constant methods differ")
+
+
+def with_training_companions(ctx, directory):
+    """xnnpack_conv with the companions an on-device training export carries for `forward`."""
+    program, segments = pte_writer.decode(fixture(ctx, "xnnpack_conv"))
+    for i, kind in enumerate(("gradients_index", "parameters_index", "fqn")):
+        program["execution_plan"].append({
+            "name": f"__et_training_{kind}_forward",
+            "values": [{"val_type": "Int", "val": {"int_val": i}}], "inputs": [],
+            "outputs": [0], "chains": [{"inputs": [], "outputs": [0], "instructions": []}],
+            "operators": [], "delegates": [], "non_const_buffer_sizes": [0]})
+    return pte_writer.write(os.path.join(directory, "train.pte"), program, segments)
+
+
+@suite.test
+def training_companions_follow_their_method(ctx):
+    d = ctx.mkdir()
+    train = with_training_companions(ctx, d)
+    out = os.path.join(d, "m.pte")
+    pack(ctx, f"step={train}", fixture(ctx, "portable_multi_method"), "-o", out)
+    parsed, _ = pte_reader.load(out)
+    ctx.equal([p["name"] for p in parsed["program"]["execution_plan"]],
+              ["step", "__et_training_gradients_index_step",
+               "__et_training_parameters_index_step", "__et_training_fqn_step", "double",
+               "forward"], "companions renamed with their method")
+    # Keeping the method keeps its companions; keeping another drops them.
+    kept = os.path.join(d, "kept.pte")
+    pack(ctx, out, "--method", "step", "-o", kept)
+    parsed, _ = pte_reader.load(kept)
+    ctx.equal([p["name"] for p in parsed["program"]["execution_plan"]],
+              ["step", "__et_training_gradients_index_step",
+               "__et_training_parameters_index_step", "__et_training_fqn_step"],
+              "--method step")
+    other = os.path.join(d, "other.pte")
+    pack(ctx, out, "--method", "double", "-o", other)
+    parsed, _ = pte_reader.load(other)
+    ctx.equal([p["name"] for p in parsed["program"]["execution_plan"]], ["double"],
+              "--method double")
+
+
+def with_delegate_id(ctx, stem, backend, directory):
+    program, segments = pte_writer.decode(fixture(ctx, stem))
+    program["execution_plan"][0]["delegates"][0]["id"] = backend
+    return pte_writer.write(os.path.join(directory, f"{backend}.pte"), program, segments)
+
+
+@suite.test
+def methods_whose_delegate_finds_data_by_name_are_not_renamed(ctx):
+    d = ctx.mkdir()
+    for backend in ("QnnBackend", "CoreMLBackend"):
+        path = with_delegate_id(ctx, "xnnpack_conv", backend, d)
+        target = os.path.join(d, "m.pte")
+        refused(ctx, [f"x={path}", "-o", target], 2, [backend, "'forward'"], target,
+                f"rename of a {backend} method")
+        # Its own name it may keep.
+        pack(ctx, f"forward={path}", "-o", target)
+        os.remove(target)
+    # AOTI: named data keyed `<method>_so_blob`.
+    program, segments = pte_writer.decode(fixture(ctx, "xnnpack_conv"))
+    program["named_data"][0]["key"] = "forward_so_blob"
+    aoti = pte_writer.write(os.path.join(d, "aoti.pte"), program, segments)
+    target = os.path.join(d, "a.pte")
+    refused(ctx, [f"x={aoti}", "-o", target], 2, ["'forward_so_blob'", "AOTI"], target,
+            "rename of an AOTI method")
+
+
+def with_named_byte_changed(ctx, stem, directory, name):
+    """The fixture with one byte of its first named-data entry changed, the key kept."""
+    parsed, blob = pte_reader.load(fixture(ctx, stem))
+    data = bytearray(blob)
+    start, _ = pte_reader.segment_range(parsed, parsed["program"]["named_data"][0]["segment_index"])
+    data[start] ^= 1
+    path = os.path.join(directory, name)
+    with open(path, "wb") as handle:
+        handle.write(bytes(data))
+    return path, parsed["program"]["named_data"][0]["key"]
+
+
+@suite.test
+def one_named_data_key_with_other_bytes_is_a_conflict(ctx):
+    d = ctx.mkdir()
+    changed, key = with_named_byte_changed(ctx, "xnnpack_conv", d, "changed.pte")
+    target = os.path.join(d, "m.pte")
+    refused(ctx, [fixture(ctx, "xnnpack_conv"), f"b={changed}", "-o", target], 4,
+            [key, "changed.pte", "xnnpack_conv.pte"], target, "named data conflict")
+
+
+@suite.test
+def clashing_external_keys_are_qualified(ctx):
+    d = ctx.mkdir()
+    pair = fixture(ctx, "external_pair")
+    ptd = os.path.join(ctx.data, "pte", "external_pair.ptd")
+    # Another program with the same EXTERNAL names and other bytes for 'a'.
+    other_dir = ctx.mkdir("other")
+    other = shutil.copy(pair, os.path.join(other_dir, "tuned.pte"))
+    entries, parsed = pte_reader.read_ptd(ptd)
+    data = bytearray(open(ptd, "rb").read())
+    data[parsed["segments"][entries["a"]["segment_index"]]["file_offset"]] ^= 1
+    other_ptd = os.path.join(other_dir, "tuned.ptd")
+    with open(other_ptd, "wb") as handle:
+        handle.write(bytes(data))
+    out = os.path.join(d, "m.pte")
+    summary = ctx.run_ok("pack", *JOBS, pair, f"tuned={other}", "-o", out, "--json").json()
+    ctx.check(any("'a@tuned'" in n for n in summary["notes"]), f"notes {summary['notes']}")
+    check_method(ctx, out, [], "forward", pair, [ptd], "forward", "first input")
+    check_method(ctx, out, [], "tuned", other, [other_ptd], "forward", "qualified input")
+    d2 = os.path.join(d, "dir")
+    pack(ctx, pair, f"tuned={other}", "-o", d2, "--merge", "m.pte")
+    parsed, _ = pte_reader.load(os.path.join(d2, "m.pte"))
+    names = sorted({pte_reader.fqn(t) for _, _, _, t in pte_reader.tensors(parsed)
+                    if classify(t) == "external"})
+    ctx.equal(names, ["a", "a@tuned", "b"], "EXTERNAL keys of the merged program")
+
+
+@suite.test
+def programs_of_other_versions_are_refused(ctx):
+    d = ctx.mkdir()
+    program, segments = pte_writer.decode(fixture(ctx, "portable_add_no_header"))
+    program["version"] = 7
+    newer = pte_writer.write(os.path.join(d, "newer.pte"), program, segments)
+    target = os.path.join(d, "m.pte")
+    refused(ctx, [fixture(ctx, "xnnpack_conv"), f"add={newer}", "-o", target], 3,
+            ["newer.pte", "Program.version 7"], target, "version")
+
+
+# ------------------------------------------------------------------ choosing methods
+
+@suite.test
+def method_selection_keeps_only_those_methods_and_their_data(ctx):
+    d = ctx.mkdir()
+    merged = os.path.join(d, "m.pte")
+    pack(ctx, f"stress={fixture(ctx, 'xnnpack_stress_mlp')}", f"quant={fixture(ctx, 'xnnpack_quantized')}",
+         fixture(ctx, "portable_multi_method"), "-o", merged)
+    for keep, sources in ((["quant"], [("quant", "xnnpack_quantized", "forward")]),
+                          (["stress", "double"], [("stress", "xnnpack_stress_mlp", "forward"),
+                                                  ("double", "portable_multi_method", "double")])):
+        what = "--method " + " ".join(keep)
+        for kind in ("file", "dir"):
+            out = os.path.join(d, f"{'-'.join(keep)}-{kind}" + (".pte" if kind == "file" else ""))
+            pack(ctx, merged, *[a for m in keep for a in ("--method", m)], "-o", out)
+            program = out if kind == "file" else os.path.join(out, "m.pte")
+            data = [] if kind == "file" else shards_of(out)
+            parsed, _ = pte_reader.load(program)
+            ctx.equal([p["name"] for p in parsed["program"]["execution_plan"]],
+                      [m for m, _, _ in sources], f"{what} ({kind}): methods")
+            for name, stem, method in sources:
+                check_method(ctx, program, data, name, fixture(ctx, stem), [], method,
+                             f"{what} ({kind})")
+            # Only the named data the kept methods' delegates name.
+            wanted = set()
+            for _, stem, _ in sources:
+                p, _ = pte_reader.load(fixture(ctx, stem))
+                wanted |= {e["key"] for e in p["program"]["named_data"] or []}
+            have = {e["key"] for e in parsed["program"]["named_data"] or []}
+            have |= set(data_maps(data)) - {pte_reader.fqn(t) for _, _, _, t in
+                                            pte_reader.tensors(parsed) if classify(t) == "external"}
+            ctx.equal(sorted(have - {k for k in have if "/" in k}), sorted(wanted),
+                      f"{what} ({kind}): named data kept")
+    target = os.path.join(d, "none.pte")
+    refused(ctx, [merged, "--method", "nosuch", "-o", target], 2,
+            ["--method 'nosuch'", "double, forward, quant, stress"], target, "unknown method")
+    target = os.path.join(d, "graph")
+    refused(ctx, [os.path.join(ctx.examples, "prefill.json"), "--method", "prefill", "-o", target],
+            2, ["--method", "prefill.json"], target, "--method with a program graph")
+
+
+@suite.test
+def merge_options_are_checked(ctx):
+    d = ctx.mkdir()
+    conv, add = fixture(ctx, "xnnpack_conv"), f"add={fixture(ctx, 'portable_add_no_header')}"
+    for name in ("a/b.pte", "model.bin", ".hidden.pte", ""):
+        target = os.path.join(d, "dir")
+        refused(ctx, [conv, add, "-o", target, "--merge", name], 2, ["--merge"], target,
+                f"--merge {name!r}")
+    target = os.path.join(d, "m.pte")
+    refused(ctx, [conv, add, "-o", target, "--merge", "x.pte"], 2, ["--merge"], target,
+            "--merge with a .pte output")
+    target = os.path.join(d, "side")
+    refused(ctx, [f"c={conv}", add, "-o", target], 2, ["--merge NAME.pte"], target,
+            "renamed programs side by side")
+    target = os.path.join(d, "g")
+    refused(ctx, [os.path.join(ctx.examples, "prefill.json"), "-o", target, "--merge", "x.pte"],
+            2, ["--merge"], target, "--merge with a program graph")
+
+
+@suite.test
+def dry_run_shows_the_merge_plan_and_writes_nothing(ctx):
+    d = ctx.mkdir()
+    stress = fixture(ctx, "xnnpack_stress_mlp")
+    target = os.path.join(d, "dist")
+    result = ctx.run_ok("pack", stress, f"again={stress}", "-o", target, "--merge", "m.pte",
+                        "--dry-run")
+    ctx.check("again" in result.out and "(forward)" in result.out and "stored once" in result.out,
+              f"dry run plan: {result.out}")
+    ctx.equal(sorted(os.listdir(d)), [], "nothing written")
+
+
+if __name__ == "__main__":
+    suite.main()
