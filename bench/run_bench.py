@@ -284,11 +284,13 @@ def print_floors(results, packs, cpus):
     """For each pack case: the floor of its job (all CPU work spread over `cpus` cores) and
     pack's ratio to it, from medians and from fastest runs; and the durable floor, which also
     waits for the unique bytes to reach the disk. `packs` maps case name to whether the
-    output is shard files (each hashed for its name and the manifest)."""
+    output is shard files (each hashed for its name and the manifest), or to (shards, reads):
+    a merge of the input with itself reads and hashes it `reads` times."""
     def floor_of(stat, shards):
+        shards, reads = shards if isinstance(shards, tuple) else (shards, 1)
         value = {name: result[stat] for name, result in results.items()}
         write = max(0.0, value["cp_uniq"] - value["cat_uniq"])
-        floor = (value["sha256"] + value["cat"] + write) / cpus
+        floor = (reads * (value["sha256"] + value["cat"]) + write) / cpus
         if shards:
             floor += value["sha_uniq"] / cpus
         return floor, max(floor, value["sync_uniq"])
@@ -601,6 +603,16 @@ def pte(args, ptepack, workdir, jobs, created):
                     program, "-o", packed], check=True)
     cases.append(Case("repack_pte", [ptepack, "pack"] + jobs + ["--quiet", packed, "-o", inlined],
                       output=inlined, remove_after=(inlined,), writes=True))
+    # The program merged with itself under another method name: one multi-method program
+    # about the size of one input (every byte stored once), as one file and capped shards.
+    merged, merged_dir = os.path.join(out, "merged.pte"), os.path.join(out, "merged_dir")
+    cases.append(Case("merge", [ptepack, "pack"] + jobs + ["--quiet", program, f"again={program}",
+                                                           "-o", merged],
+                      output=merged, remove_after=(merged,), writes=True))
+    cases.append(Case("merge_cap", [ptepack, "pack"] + jobs + [
+        "--quiet", program, f"again={program}", "-o", merged_dir, "--merge", "model.pte",
+        "--max-shard-bytes", args.max_shard_bytes], output=merged_dir,
+        remove_after=(merged_dir,), writes=True))
     unique = os.path.join(workdir, "unique.bin")
     created.append(("output", unique))
     make_unique_file(unique, [program], stored_bytes(ptepack, [ptepack, "pack", program, "-o",
@@ -618,11 +630,15 @@ def pte(args, ptepack, workdir, jobs, created):
              else "off"), flush=True)
     shards = {}
 
+    output_sizes = {}
+
     def verify(case):
-        if case.name.startswith("pack") and os.path.isdir(case.output):
+        if case.name.startswith(("pack", "merge")):
+            output_sizes[case.name] = path_bytes(case.output)
+        if case.name.startswith(("pack", "merge")) and os.path.isdir(case.output):
             shards[case.name] = sum(1 for name in os.listdir(case.output)
                                     if name.endswith(".ptd"))
-        if args.no_verify or not case.name.startswith("pack"):
+        if args.no_verify or not case.name.startswith(("pack", "merge")):
             return None
         return [ptepack, "verify", case.output]
 
@@ -635,8 +651,14 @@ def pte(args, ptepack, workdir, jobs, created):
           + f" (cap {args.max_shard_bytes} for pack_cap)")
     ratios, best_ratios = print_ratios(results, (("pack", "cp"), ("pack", "sha256"),
                                                  ("pack_cap", "cp"), ("pack_cap", "sha256"),
-                                                 ("repack_pte", "cp")))
-    floors = print_floors(results, {"pack": True, "pack_cap": True}, os.cpu_count())
+                                                 ("repack_pte", "cp"), ("merge", "cp"),
+                                                 ("merge_cap", "cp")))
+    for name in ("merge", "merge_cap"):
+        results[name]["output_bytes"] = output_sizes.get(name)
+        print(f"{name}: output {output_sizes.get(name, 0) / MIB:.1f} MiB for two inputs of "
+              f"{input_bytes / MIB:.1f} MiB ({output_sizes.get(name, 0) / input_bytes:.3f}x one)")
+    floors = print_floors(results, {"pack": True, "pack_cap": True, "merge": (False, 2),
+                                    "merge_cap": (True, 2)}, os.cpu_count())
     return {"mode": "pte", "model_dir": directory, "input_bytes": input_bytes,
             "input_files": [program], "generator": report, "ballast_bytes": ballast,
             "unique_bytes": os.path.getsize(unique), "cases": results,

@@ -365,6 +365,26 @@ def one_named_data_key_with_other_bytes_is_a_conflict(ctx):
 
 
 @suite.test
+def diff_of_one_method_sees_its_named_data_and_plan(ctx):
+    d = ctx.mkdir()
+    conv = fixture(ctx, "xnnpack_conv")
+    merged = os.path.join(d, "m.pte")
+    pack(ctx, f"c={conv}", fixture(ctx, "portable_multi_method"), "-o", merged)
+    ctx.code(ctx.run("diff", merged, conv, "--method", "c=forward"), 0, "c against its source")
+    changed, key = with_named_byte_changed(ctx, "xnnpack_conv", d, "changed.pte")
+    result = ctx.run("diff", merged, changed, "--method", "c=forward", "--json")
+    ctx.code(result, 1, "c against a program whose named data changed")
+    texts = [x["text"] for x in result.json()["differences"]] if result.code == 1 else []
+    ctx.check(any(key in t and "bytes changed" in t for t in texts), f"differences {texts}")
+    result = ctx.run("diff", merged, fixture(ctx, "portable_add_no_header"), "--method",
+                     "double=forward")
+    ctx.code(result, 1, "double against another program's forward")
+    result = ctx.run("diff", merged, conv, "--method", "nosuch=forward")
+    ctx.code(result, 2, "--method naming no method")
+    ctx.check("'nosuch'" in result.err and "c, double, forward" in result.err, result.err)
+
+
+@suite.test
 def clashing_external_keys_are_qualified(ctx):
     d = ctx.mkdir()
     pair = fixture(ctx, "external_pair")
