@@ -66,6 +66,9 @@ Action add_pack(CLI::App& app) {
                   "its shards (with -o NAME.pte they always do)");
   cmd->add_option("--method", args->options.methods,
                   "M: keep only method M of .pte inputs (repeatable), with the data it uses");
+  cmd->add_flag("--share-state", args->options.share_state,
+                "With a merge: mutable buffers of one name become one state every method sees "
+                "(load all methods, then run; Module(..., share_memory_arenas=true))");
   cmd->add_flag("--dry-run", args->options.dry_run, "Print the plan and write nothing");
   cmd->add_flag("--json", args->json, "Print a machine-readable summary");
   cmd->add_flag("-q,--quiet", args->quiet, "No progress and no summary text");

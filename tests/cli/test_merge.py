@@ -19,6 +19,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_common import Suite, load_json, snapshot, temp_leftovers, tree_differences  # noqa: E402
 import pte_reader  # noqa: E402  (tests/tools is on sys.path through cli_common)
+import pte_samples  # noqa: E402
 import pte_writer  # noqa: E402
 from pte_reader import classify, strip  # noqa: E402
 
@@ -492,6 +493,176 @@ def dry_run_shows_the_merge_plan_and_writes_nothing(ctx):
     ctx.check("again" in result.out and "(forward)" in result.out and "stored once" in result.out,
               f"dry run plan: {result.out}")
     ctx.equal(sorted(os.listdir(d)), [], "nothing written")
+
+
+# ------------------------------------------------------------------ shared state
+
+def stateful(ctx, directory, name, kind, change=None, fqn="state", initial=(10.0, 20.0)):
+    """A one-method program with a named mutable buffer (tests/tools/pte_samples.py);
+    `change(plan)` edits its plan's JSON first."""
+    plan = pte_samples.stateful_plan("forward", kind, fqn)
+    if change:
+        change(plan)
+    program, segments = pte_samples.program([plan], initial)
+    return pte_writer.write(os.path.join(directory, name), program, segments)
+
+
+def allocations(path):
+    """{method: {value: (memory_id, offset)}} and {method: non_const_buffer_sizes}."""
+    parsed, _ = pte_reader.load(path)
+    where, sizes = {}, {}
+    for plan in parsed["program"]["execution_plan"]:
+        sizes[plan["name"]] = plan["non_const_buffer_sizes"]
+    for _, method, v, t in pte_reader.tensors(parsed):
+        a = t["allocation_info"]
+        if a:
+            where.setdefault(method, {})[v] = (
+                a["memory_id"], a["memory_offset_low"] | (a["memory_offset_high"] << 32))
+    return where, sizes
+
+
+@suite.test
+def shared_state_is_laid_out_as_executorch_shares_it(ctx):
+    d = ctx.mkdir()
+    acc = stateful(ctx, d, "acc.pte", "accumulate")
+    read = stateful(ctx, d, "read.pte", "read")
+    out = os.path.join(d, "shared.pte")
+    summary = ctx.run_ok("pack", *JOBS, f"accumulate={acc}", f"read={read}", "-o", out,
+                         "--share-state", "--json").json()
+    ctx.check(any("state shared: 'state' in a 16-byte arena" in n for n in summary["notes"]),
+              f"notes {summary['notes']}")
+    ctx.code(ctx.run("verify", out), 0, "verify")
+    # ExecuTorch's own shared layout of the same two methods (share_mutable_buffers=True).
+    reference = pte_samples.write_stateful(os.path.join(d, "reference.pte"),
+                                           [("accumulate", "accumulate"), ("read", "read")],
+                                           shared=True)
+    got, got_sizes = allocations(out)
+    want, want_sizes = allocations(reference)
+    for method in ("accumulate", "read"):
+        ctx.equal(got[method][1], want[method][1], f"{method}: the state's place")
+        ctx.equal(got_sizes[method][2], want_sizes[method][2], f"{method}: the arena")
+        ctx.equal(got_sizes[method][:2], [0, 32 if method == "accumulate" else 48],
+                  f"{method}: its own memory id 1 unchanged")
+        ctx.code(ctx.run("diff", out, acc if method == "accumulate" else read, "--method",
+                         f"{method}=forward"), 0, f"{method}: diff --method (moves are notes)")
+    again = os.path.join(d, "again.pte")
+    ctx.run_ok("pack", "-j", "1", "-q", f"accumulate={acc}", f"read={read}", "-o", again,
+               "--share-state")
+    ctx.equal(sha(open(out, "rb").read()), sha(open(again, "rb").read()), "-j 1 against -j 2")
+    # Without the flag every method keeps its own state, and a note says they could share.
+    private = os.path.join(d, "private.pte")
+    summary = ctx.run_ok("pack", *JOBS, f"accumulate={acc}", f"read={read}", "-o", private,
+                         "--json").json()
+    ctx.check(any("each keep their own mutable buffer 'state'" in n for n in summary["notes"]),
+              f"notes {summary['notes']}")
+    got, got_sizes = allocations(private)
+    ctx.equal((got["accumulate"][1], got["read"][1]), ((1, 16), (1, 16)), "states apart")
+    ctx.equal(got_sizes["read"], [0, 48], "no arena without the flag")
+    result = ctx.run("diff", out, private)
+    ctx.code(result, 1, "a whole-program diff counts sharing as a difference")
+
+
+@suite.test
+def several_buffers_get_one_range_per_name_in_input_then_value_order(ctx):
+    d = ctx.mkdir()
+    acc = stateful(ctx, d, "acc.pte", "accumulate", fqn="kv")
+    both = pte_samples.write_stateful(os.path.join(d, "two.pte"),
+                                      [("forward", "accumulate")], fqn="pos")
+    read = stateful(ctx, d, "read.pte", "read", fqn="kv")
+    out = os.path.join(d, "m.pte")
+    pack(ctx, f"a={acc}", f"b={both}", f"c={read}", "-o", out, "--share-state")
+    got, sizes = allocations(out)
+    ctx.equal((got["a"][1], got["b"][1], got["c"][1]), ((2, 0), (2, 16), (2, 0)),
+              "kv at 0 (first met), pos at 16")
+    ctx.equal({m: s[2] for m, s in sizes.items()}, {"a": 32, "b": 32, "c": 32}, "arena 32 B")
+    ctx.code(ctx.run("verify", out), 0, "verify")
+
+
+@suite.test
+def values_inside_a_buffer_move_with_it_and_partial_overlap_is_refused(ctx):
+    d = ctx.mkdir()
+
+    def alias(plan):  # the add's result planned inside the state (an in-place write-back)
+        plan["values"][3]["val"]["allocation_info"]["memory_offset_low"] = 16
+    read = stateful(ctx, d, "read.pte", "read", alias)
+    acc = stateful(ctx, d, "acc.pte", "accumulate")
+    out = os.path.join(d, "m.pte")
+    pack(ctx, f"acc={acc}", f"read={read}", "-o", out, "--share-state")
+    got, _ = allocations(out)
+    ctx.equal((got["read"][1], got["read"][3]), ((2, 0), (2, 0)), "the alias moved along")
+
+    def partial(plan):
+        plan["values"][3]["val"]["allocation_info"]["memory_offset_low"] = 20
+    bad = stateful(ctx, ctx.mkdir("bad"), "read.pte", "read", partial)
+    target = os.path.join(d, "x.pte")
+    refused(ctx, [f"acc={acc}", f"read={bad}", "-o", target, "--share-state"], 3,
+            ["value 3 overlaps mutable buffer 'state' only in part"], target, "partial overlap")
+
+
+@suite.test
+def share_state_refusals(ctx):
+    d = ctx.mkdir()
+    acc = stateful(ctx, d, "acc.pte", "accumulate")
+    target = os.path.join(d, "x.pte")
+
+    def unnamed(plan):
+        del plan["values"][1]["val"]["extra_tensor_info"]
+    def other_id(plan):
+        plan["values"][0]["val"]["allocation_info"]["memory_id"] = 3
+        plan["non_const_buffer_sizes"] = [0, 32, 0, 16]
+    def cuda(plan):
+        plan["non_const_buffer_device"] = [{"buffer_idx": 1, "device_type": "CUDA"}]
+    def wider(plan):
+        for v in (0, 1):
+            plan["values"][v]["val"]["sizes"] = [4]
+        plan["non_const_buffer_sizes"] = [0, 64]
+    cases = [(unnamed, 3, ["mutable buffer without a name", "emit_mutable_buffer_names=True"]),
+             (other_id, 3, ["memory id 3", "--share-state"]),
+             (cuda, 3, ["CUDA", "--share-state"]),
+             (wider, 4, ["'state'", "FLOAT [4]", "FLOAT [2]"])]
+    for change, code, names in cases:
+        other = stateful(ctx, ctx.mkdir(change.__name__), "other.pte", "read", change)
+        if change is wider:
+            program, segments = pte_writer.decode(other)
+            segments[1] = struct.pack("<4f", 10, 20, 30, 40)
+            pte_writer.write(other, program, segments)
+        refused(ctx, [f"acc={acc}", f"other={other}", "-o", target, "--share-state"], code, names,
+                target, change.__name__)
+    # One name with another initial value is another state.
+    colder = stateful(ctx, ctx.mkdir("cold"), "read.pte", "read", initial=(0.0, 0.0))
+    refused(ctx, [f"acc={acc}", f"cold={colder}", "-o", target, "--share-state"], 4,
+            ["'state'", "initial value"], target, "other initial value")
+    # Only with a merge, and only for .pte programs.
+    refused(ctx, [acc, "-o", os.path.join(d, "dir"), "--share-state"], 2, ["--share-state"],
+            os.path.join(d, "dir"), "without a merge")
+    refused(ctx, [os.path.join(ctx.examples, "prefill.json"), "-o", os.path.join(d, "g"),
+                  "--share-state"], 2, ["--share-state"], os.path.join(d, "g"), "program graph")
+
+
+@suite.test
+def verify_checks_a_shared_state_layout(ctx):
+    d = ctx.mkdir()
+    good = pte_samples.write_stateful(os.path.join(d, "good.pte"),
+                                      [("accumulate", "accumulate"), ("read", "read")],
+                                      shared=True)
+    ctx.code(ctx.run("verify", good), 0, "the shared layout verifies")
+    cases = {
+        "moved": (lambda plans: plans[1]["values"][1]["val"]["allocation_info"].__setitem__(
+            "memory_offset_low", 16), "shared buffer 'state' is at offset 16"),
+        "small": (lambda plans: [p["non_const_buffer_sizes"].__setitem__(2, 4) for p in plans],
+                  "memory id 2 is 4 bytes, but its shared buffers end at 8"),
+        "unequal": (lambda plans: plans[1]["non_const_buffer_sizes"].__setitem__(2, 64),
+                    "every method shares one arena"),
+    }
+    for name, (change, message) in cases.items():
+        plans = [pte_samples.stateful_plan("accumulate", "accumulate", shared_offset=0),
+                 pte_samples.stateful_plan("read", "read", shared_offset=0)]
+        change(plans)
+        program, segments = pte_samples.program(plans)
+        path = pte_writer.write(os.path.join(d, f"{name}.pte"), program, segments)
+        result = ctx.run("verify", path)
+        ctx.code(result, 1, f"verify of a layout {name}")
+        ctx.check(message in result.err, f"{name}: {message!r} not in {result.err!r}")
 
 
 if __name__ == "__main__":

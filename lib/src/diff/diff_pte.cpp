@@ -283,6 +283,7 @@ void diff_method(const Artifact& a, const Artifact& b, const MethodPair& method,
   digests.compute(jobs, nullptr);
   const std::string& name = rb.file;
   Reporter report(out, name, method.b);
+  report.shared_state_as_notes = true;
   compare_plans(view_of(ra, digests), pa, view_of(rb, digests), pb, report);
   // Named data: the keys either side's delegates of this method name.
   std::set<std::string> keys;

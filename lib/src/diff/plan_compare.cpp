@@ -113,6 +113,23 @@ std::string device_text(const et::ExtraTensorInfo* e) {
   return fmt::format("{}:{}", name.empty() ? std::to_string(static_cast<int>(type)) : name, index);
 }
 
+// One side planned in memory id 1, the other in id 2: a buffer moved to the
+// shared state (pack --share-state, ExecuTorch's share_mutable_buffers).
+bool moved_to_shared_state(const et::AllocationDetails* a, const et::AllocationDetails* b) {
+  return a != nullptr && b != nullptr && a->memory_id() != b->memory_id() &&
+         (a->memory_id() == 2 || b->memory_id() == 2);
+}
+
+// `with` is `without` (ids 0 and 1, missing entries 0) plus the shared arena as id 2.
+bool shared_arena_added(const fb::Vector<int64_t>* without, const fb::Vector<int64_t>* with) {
+  if (with == nullptr || with->size() != 3) return false;
+  for (uint32_t k = 0; k < 2; ++k) {
+    const int64_t old = without != nullptr && k < without->size() ? without->Get(k) : 0;
+    if (old != with->Get(k)) return false;
+  }
+  return without == nullptr || without->size() <= 2;
+}
+
 class PlanComparer {
  public:
   PlanComparer(const ProgramView& a, uint32_t pa, const ProgramView& b, uint32_t pb,
@@ -260,7 +277,12 @@ class PlanComparer {
     }
     const auto ta = allocation_text(t.allocation_info());
     const auto ua = allocation_text(u.allocation_info());
-    if (ta != ua) parts.push_back(fmt::format("memory planning {} -> {}", ta, ua));
+    if (ta != ua && report_.shared_state_as_notes &&
+        moved_to_shared_state(t.allocation_info(), u.allocation_info())) {
+      report_.note(fmt::format("value {} moved to the shared state: {} -> {}", v, ta, ua));
+    } else if (ta != ua) {
+      parts.push_back(fmt::format("memory planning {} -> {}", ta, ua));
+    }
     const auto td = device_text(t.extra_tensor_info());
     const auto ud = device_text(u.extra_tensor_info());
     if (td != ud) parts.push_back(fmt::format("device {} -> {}", td, ud));
@@ -392,7 +414,13 @@ class PlanComparer {
   }
 
   void buffers() {
-    if (!same_list(x_.non_const_buffer_sizes(), y_.non_const_buffer_sizes())) {
+    const auto* sx = x_.non_const_buffer_sizes();
+    const auto* sy = y_.non_const_buffer_sizes();
+    if (report_.shared_state_as_notes &&
+        (shared_arena_added(sx, sy) || shared_arena_added(sy, sx))) {
+      report_.note(fmt::format("non_const_buffer_sizes {} -> {}: the shared state arena "
+                               "(memory id 2)", list_text(sx), list_text(sy)));
+    } else if (!same_list(sx, sy)) {
       report_.add("plan", fmt::format("non_const_buffer_sizes {} -> {}",
                                       list_text(x_.non_const_buffer_sizes()),
                                       list_text(y_.non_const_buffer_sizes())));
@@ -434,6 +462,11 @@ void Reporter::add(std::string_view what, std::string text) {
     return;
   }
   diff_.differences.push_back({program_, method_, std::string(what), std::move(text)});
+}
+
+void Reporter::note(const std::string& text) {
+  diff_.notes.push_back(fmt::format("{}{}{}: {}", program_, method_.empty() ? "" : " ",
+                                    method_, text));
 }
 
 void compare_plans(const ProgramView& a, uint32_t pa, const ProgramView& b, uint32_t pb,

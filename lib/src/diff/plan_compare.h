@@ -29,6 +29,13 @@ class Reporter {
   Reporter(ArtifactDiff& diff, std::string program, std::string method)
       : diff_(diff), program_(std::move(program)), method_(std::move(method)) {}
   void add(std::string_view what, std::string text);
+  // What differs without changing a computation (the diff's notes).
+  void note(const std::string& text);
+  // diff --method: a buffer moved to the shared state (memory id 2) and the arena
+  // added to non_const_buffer_sizes are notes (the method computes the same on
+  // its own); in a whole-program diff they are differences (sharing changes what
+  // a sequence of methods computes).
+  bool shared_state_as_notes = false;
   [[nodiscard]] bool any() const { return found_ > 0; }
 
  private:

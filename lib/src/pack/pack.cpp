@@ -205,9 +205,10 @@ PackSummary pack_once(const PackOptions& options) {
     return detail::pack_programs(options);
   }
 
-  if (options.merge || !options.methods.empty()) {
+  if (options.merge || !options.methods.empty() || options.share_state) {
     fail(ErrorCode::usage, "{} applies to .pte programs; {} is a program graph input",
-         options.merge ? "--merge" : "--method", options.inputs.front());
+         options.merge ? "--merge" : options.share_state ? "--share-state" : "--method",
+         options.inputs.front());
   }
   std::vector<MergeInput> merge_inputs;
   std::vector<fs::path> input_paths;

@@ -86,6 +86,12 @@ void load_inputs(const PackOptions& options, Inputs& in) {
     }
   }
   const bool merge = merging(options, in.renames.size(), in.renames);
+  if (options.share_state && !merge) {
+    fail(ErrorCode::usage,
+         "{}: --share-state shares mutable buffers between the methods of a merge (-o NAME.pte "
+         "with two or more programs, or --merge NAME.pte)",
+         options.output.string());
+  }
   if (merge && !options.merge && output_kind(options.output) == OutputKind::directory &&
       in.renames.size() > 1) {
     fail(ErrorCode::usage,
@@ -213,7 +219,7 @@ void merge_sources(const PackOptions& options, Inputs& in, RangeDigests& digests
   }
   pte::choose_methods(inputs, in.renames, options.methods);
   const std::string file = merged_file_name(options, in);
-  in.merged = pte::merge(inputs, digests, file);
+  in.merged = pte::merge(inputs, digests, file, options.share_state);
   in.merged_file = std::make_unique<ProgramFile>(
       ProgramFile{file, pte::read(in.merged->file), std::nullopt});
   for (const auto& m : in.merged->methods) {

@@ -22,4 +22,11 @@ void check_program_data(const pte::Program& program, const std::string& context,
                         const std::vector<std::string>& named_keys, bool packed,
                         std::vector<std::string>& problems);
 
+// The shared-state layout (memory id 2, as ExecuTorch's share_mutable_buffers and
+// pack --share-state write it): every named buffer at one offset and size in
+// every method, different names never overlapping, and every method that plans
+// id 2 sizing it alike and large enough for every buffer in it.
+void check_shared_state(const pte::Program& program, const std::string& context,
+                        std::vector<std::string>& problems);
+
 }  // namespace ptepack

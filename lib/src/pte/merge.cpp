@@ -50,11 +50,17 @@ class Merger {
     plan_.remaps.resize(inputs.size());
   }
 
-  Merged run(const std::string& name) {
+  Merged run(const std::string& name, bool share_state) {
     check_inputs();
     choose_plans();
     for (size_t i = 0; i < inputs_.size(); ++i) collect(i);
     place_segments();
+    if (share_state) {
+      out_.notes.push_back(detail::plan_shared_state(plan_, inputs_, digests_));
+    } else {
+      auto notes = detail::shareable_state(plan_, inputs_);
+      out_.notes.insert(out_.notes.end(), notes.begin(), notes.end());
+    }
     out_.file = InputFile::compose(name, detail::write_merge(plan_, inputs_));
     return std::move(out_);
   }
@@ -161,7 +167,9 @@ class Merger {
     detail::MergeRemap& r = plan_.remaps[i];
     const auto* plans = p.root()->execution_plan();
     for (size_t k = 0; k < in.plans.size(); ++k) {
-      if (chosen(i, in.plans[k])) r.plan_name.emplace(plans->Get(in.plans[k]), in.names[k]);
+      if (!chosen(i, in.plans[k])) continue;
+      r.plan_name.emplace(plans->Get(in.plans[k]), in.names[k]);
+      r.plan_names.emplace(in.plans[k], in.names[k]);
     }
     collect_tensors(i);
     collect_delegates(i);
@@ -389,8 +397,8 @@ void Merger::place_segments() {
 }  // namespace
 
 Merged merge(const std::vector<MergeInput>& inputs, const RangeDigests& digests,
-             const std::string& name) {
-  return Merger(inputs, digests).run(name);
+             const std::string& name, bool share_state) {
+  return Merger(inputs, digests).run(name, share_state);
 }
 
 }  // namespace ptepack::pte

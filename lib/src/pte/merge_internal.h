@@ -51,6 +51,11 @@ struct MergeRemap {
   std::map<uint32_t, uint32_t> inline_data;      // backend_delegate_data index -> merged
   std::map<std::string, std::string> fqn;        // EXTERNAL key -> its merged name
   std::map<const void*, std::string> plan_name;  // ExecutionPlan table -> merged name
+  std::map<uint32_t, std::string> plan_names;    // plan index -> merged name
+  // --share-state: AllocationDetails table -> its offset in memory id 2, and
+  // ExecutionPlan table -> its non_const_buffer_sizes with the arena appended.
+  std::map<const void*, uint64_t> moved;
+  std::map<const void*, std::vector<int64_t>> buffer_sizes;
   std::map<const void*, const TensorInfo*> tensor;  // Tensor table -> what it is
   std::map<const void*, const TensorInfo*> extra;   // ExtraTensorInfo table -> its tensor
 };
@@ -72,7 +77,24 @@ struct MergePlan {
   std::vector<ByteRange> inline_data;                        // backend_delegate_data
   std::vector<std::pair<std::string, uint32_t>> named_data;  // key, segment
   uint64_t data_size = 0;                                    // segment data, from the base
+  uint64_t state_arena = 0;  // --share-state: bytes of memory id 2, in every method
 };
+
+// --share-state (docs/rename-rules.md, "Shared state"): every named mutable
+// buffer of the chosen plans moves to memory id 2, one 16-aligned range per
+// name in input then value order, with whatever a method keeps inside it; the
+// arena's size is appended to every method's non_const_buffer_sizes. Refusals
+// (exit 3): memory ids other than 1, non-CPU buffers, an unnamed initialised
+// buffer, a value overlapping a buffer in part. One name with another dtype,
+// shape or initial value in two methods is a conflict (exit 4).
+// Returns the note that says what is shared.
+[[nodiscard]] std::string plan_shared_state(MergePlan& plan,
+                                            const std::vector<MergeInput>& inputs,
+                                            const RangeDigests& digests);
+
+// Without --share-state: a note for each buffer name two or more methods mutate.
+[[nodiscard]] std::vector<std::string> shareable_state(const MergePlan& plan,
+                                                       const std::vector<MergeInput>& inputs);
 
 // The merged flatbuffer (each plan copied field for field, indices remapped)
 // framed with its segments as the layout of a composed file.

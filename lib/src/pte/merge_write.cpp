@@ -16,7 +16,9 @@ fb::uoffset_t copy_plan(fb::FlatBufferBuilder& builder, const MergePlan& mp,
   const Program& p = *inputs[i].program;
   const MergeRemap& r = mp.remaps[i];
   auto skip = [&](const fb::Table* source, const fb::TypeTable* type, uint16_t slot) {
-    if (type == et::ExecutionPlanTypeTable()) return slot == kPlanName;
+    if (type == et::ExecutionPlanTypeTable()) {
+      return slot == kPlanName || (slot == kNonConstBufferSizes && r.buffer_sizes.count(source));
+    }
     if (type == et::ExtraTensorInfoTypeTable() && slot == kFullyQualifiedName) {
       auto it = r.extra.find(source);
       return it != r.extra.end() && it->second->storage == Storage::external &&
@@ -28,6 +30,19 @@ fb::uoffset_t copy_plan(fb::FlatBufferBuilder& builder, const MergePlan& mp,
   auto edit = [&](const fb::Table* source, const fb::TypeTable* type, std::vector<Field>& fields) {
     if (type == et::ExecutionPlanTypeTable()) {
       set_offset(fields, kPlanName, self->string(r.plan_name.at(source)));
+      if (auto sizes = r.buffer_sizes.find(source); sizes != r.buffer_sizes.end()) {
+        set_offset(fields, kNonConstBufferSizes, self->builder().CreateVector(sizes->second).o);
+      }
+    } else if (type == et::AllocationDetailsTypeTable()) {
+      if (auto it = r.moved.find(source); it != r.moved.end()) {
+        const auto* a = reinterpret_cast<const et::AllocationDetails*>(source);
+        set_scalar(fields, kMemoryId, 4, 2);
+        set_scalar(fields, kMemoryOffsetLow, 4, it->second & 0xffffffffu);
+        if ((it->second >> 32) != 0 || a->memory_offset_high() != 0 ||
+            reinterpret_cast<const fb::Table*>(source)->CheckField(4 + 2 * kMemoryOffsetHigh)) {
+          set_scalar(fields, kMemoryOffsetHigh, 4, it->second >> 32);
+        }
+      }
     } else if (type == et::TensorTypeTable()) {
       const TensorInfo* t = r.tensor.at(source);
       if (t->storage == Storage::mutable_state) {

@@ -17,7 +17,8 @@ enum ProgramSlot : uint16_t {
   kMutableDataSegments = 6,
   kNamedData = 7,
 };
-enum PlanSlot : uint16_t { kPlanName = 0 };
+enum PlanSlot : uint16_t { kPlanName = 0, kNonConstBufferSizes = 8 };
+enum AllocationSlot : uint16_t { kMemoryId = 0, kMemoryOffsetLow = 1, kMemoryOffsetHigh = 2 };
 enum TensorSlot : uint16_t { kDataBufferIdx = 5, kExtraTensorInfo = 9 };
 enum ExtraSlot : uint16_t { kFullyQualifiedName = 1, kLocation = 2 };
 enum DataReferenceSlot : uint16_t { kReferenceIndex = 1 };

@@ -284,6 +284,7 @@ void DirectoryCheck::State::check_program_entries() {
       }
       program_files[p] = file;
       auto pte_program = pte::read(file);
+      check_shared_state(pte_program, file->name(), problems);
       if (pte_program.plans != entry.methods) {
         problems.push_back(fmt::format("{}: methods [{}] differ from the manifest's [{}]",
                                        file->name(), fmt::join(pte_program.plans, ", "),

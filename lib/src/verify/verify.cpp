@@ -154,6 +154,7 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
   pte::Program program;
   if (!attempt(problems, [&] { program = pte::read(file); })) return;
   report.files_checked = 1;
+  check_shared_state(program, file->name(), problems);
   std::vector<fs::path> sources = options.data;
   const bool external =
       std::any_of(program.tensors.begin(), program.tensors.end(),

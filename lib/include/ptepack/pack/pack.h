@@ -63,6 +63,9 @@ struct PackOptions {
   // methods to keep (every one when empty).
   std::optional<std::string> merge;
   std::vector<std::string> methods;
+  // With a merge: mutable buffers of one name become one state every method
+  // sees (memory id 2), as ExecuTorch's share_mutable_buffers lays them out.
+  bool share_state = false;
 };
 
 struct ShardSummary {

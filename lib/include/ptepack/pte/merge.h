@@ -63,7 +63,11 @@ struct Merged {
 // return the same values), one named-data key with different bytes, one
 // trainable EXTERNAL key with different data. Refusals (exit 3): other
 // Program.version values, fields the merge cannot carry.
+//
+// With `share_state`, mutable buffers of one name are one state of every method
+// (docs/rename-rules.md, "Shared state"); without, each method keeps its own and
+// a note names the buffers two or more methods mutate.
 [[nodiscard]] Merged merge(const std::vector<MergeInput>& inputs, const RangeDigests& digests,
-                           const std::string& name);
+                           const std::string& name, bool share_state = false);
 
 }  // namespace ptepack::pte
