@@ -96,15 +96,21 @@ def pack(inputs: Union[PathLike, Sequence[PathLike]], output: PathLike, *,
          shard_format: Optional[str] = None, oversize: Optional[str] = None,
          max_shard_tensors: Optional[int] = None, placement: Optional[str] = None,
          base: Optional[PathLike] = None, shard_prefix: Optional[str] = None,
-         alignment: Optional[int] = None, dry_run: bool = False, force: bool = False,
-         **options: Any) -> PackResult:
-    """`ptepack pack INPUTS -o OUTPUT`: inputs are paths (`[METHOD=]PATH[@DATA,...]` strings
-    for program graphs). Further CLI options pass through `options`."""
+         alignment: Optional[int] = None, merge: Optional[str] = None,
+         method: Union[str, Sequence[str], None] = None, share_state: bool = False,
+         dry_run: bool = False, force: bool = False, **options: Any) -> PackResult:
+    """`ptepack pack INPUTS -o OUTPUT`: inputs are paths (`[METHOD=]PATH[@DATA,...]` strings,
+    `NEW=PATH` renaming a .pte program's method). `merge="m.pte"` merges .pte inputs into
+    one program of a directory output, `method` keeps only those methods, `share_state`
+    shares mutable buffers between merged methods. Further CLI options pass through
+    `options`."""
     args = _paths(inputs) + ["-o", os.fspath(output)]
+    methods = [method] if isinstance(method, str) else method
     args += _options(dict(jobs=jobs, max_shard_bytes=max_shard_bytes, cap_mode=cap_mode,
                           shard_format=shard_format, oversize=oversize,
                           max_shard_tensors=max_shard_tensors, placement=placement, base=base,
-                          shard_prefix=shard_prefix, alignment=alignment, dry_run=dry_run,
+                          shard_prefix=shard_prefix, alignment=alignment, merge=merge,
+                          method=methods, share_state=share_state, dry_run=dry_run,
                           force=force, **options))
     return PackResult.from_json(_run("pack", args, ptepack)[1])
 
@@ -137,9 +143,11 @@ def dump(path: PathLike, *, ptepack: Optional[PathLike] = None, jobs: Optional[i
 
 
 def diff(a: PathLike, b: PathLike, *, ptepack: Optional[PathLike] = None,
-         jobs: Optional[int] = None, **options: Any) -> DiffResult:
-    """`ptepack diff A B`: equivalent=False when anything a runtime computes differs."""
-    args = [os.fspath(a), os.fspath(b)] + _options(dict(jobs=jobs, **options))
+         jobs: Optional[int] = None, method: Optional[str] = None,
+         **options: Any) -> DiffResult:
+    """`ptepack diff A B`: equivalent=False when anything a runtime computes differs;
+    `method="M"` or `"M=N"` compares one method of each side."""
+    args = [os.fspath(a), os.fspath(b)] + _options(dict(jobs=jobs, method=method, **options))
     return DiffResult.from_json(_run("diff", args, ptepack, ok_codes=(0, 1))[1])
 
 

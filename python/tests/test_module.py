@@ -49,6 +49,21 @@ class ModuleTest(unittest.TestCase):
         self.assertEqual(result.base.download_bytes, 0)
         self.assertTrue(all(s.reused for s in result.shards))
 
+    def test_merge_programs_and_compare_one_method(self):
+        conv = os.path.join(ARGS.data, "pte", "xnnpack_conv.pte")
+        result = ptepack.pack([self.pte, f"conv={conv}"], self.out("m"), ptepack=self.cli,
+                              merge="model.pte", max_shard_bytes="1MB")
+        self.assertEqual([(m["name"], m["source_method"]) for m in result.methods],
+                         [("forward", "forward"), ("conv", "forward")])
+        self.assertEqual([p.file for p in result.programs], ["model.pte"])
+        same = ptepack.diff(self.out("m"), conv, ptepack=self.cli, method="conv=forward")
+        self.assertTrue(same.equivalent)
+        only = ptepack.pack(self.out("m"), self.out("conv.pte"), ptepack=self.cli, method="conv")
+        self.assertEqual([m["name"] for m in only.methods], ["conv"])
+        with self.assertRaises(ptepack.ConflictError) as caught:
+            ptepack.pack([self.pte, self.pte], self.out("twice.pte"), ptepack=self.cli)
+        self.assertIn("'forward'", str(caught.exception))
+
     def test_pack_program_graphs_dry_run(self):
         result = ptepack.pack(self.examples, self.out("plan"), ptepack=self.cli, dry_run=True,
                               shard_format="safetensors")
