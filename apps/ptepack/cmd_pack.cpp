@@ -17,6 +17,8 @@ Action add_pack(CLI::App& app) {
     std::string placement = "sets";
     std::string base;
     std::string merge;
+    std::string sign;
+    uint64_t release = 0;
     size_t max_shard_tensors = 0;
     bool json = false;
     bool quiet = false;
@@ -69,6 +71,14 @@ Action add_pack(CLI::App& app) {
   cmd->add_flag("--share-state", args->options.share_state,
                 "With a merge: mutable buffers of one name become one state every method sees "
                 "(load all methods, then run; Module(..., share_memory_arenas=true))");
+  cmd->add_option("--release", args->release,
+                  "N: the release number the manifest records (1 to 2^53-1; greater than "
+                  "--base's), which a signature covers and devices check against rollback")
+      ->default_str("");
+  cmd->add_option("--sign", args->sign,
+                  "KEY.pem: sign the release (DIR/model.sig, OpenSSF Model Signing) before it "
+                  "is committed");
+  add_key_password_options(*cmd, args->options.sign_password);
   cmd->add_flag("--dry-run", args->options.dry_run, "Print the plan and write nothing");
   cmd->add_flag("--json", args->json, "Print a machine-readable summary");
   cmd->add_flag("-q,--quiet", args->quiet, "No progress and no summary text");
@@ -79,11 +89,15 @@ Action add_pack(CLI::App& app) {
   // Options that shape shards mean nothing for a single-file output: refuse them.
   std::vector<std::pair<std::string, CLI::Option*>> directory_only;
   for (const char* name : {"--alignment", "--shard-format", "--shard-prefix", "--cap-mode",
-                           "--oversize", "--max-shard-tensors", "--placement", "--base"})
+                           "--oversize", "--max-shard-tensors", "--placement", "--base",
+                           "--merge", "--sign", "--release"})
     directory_only.emplace_back(name, cmd->get_option(name));
   auto* base_option = cmd->get_option("--base");
   auto* merge_option = cmd->get_option("--merge");
-  return [args, directory_only, progress, base_option, merge_option] {
+  auto* sign_option = cmd->get_option("--sign");
+  auto* release_option = cmd->get_option("--release");
+  return [args, directory_only, progress, base_option, merge_option, sign_option,
+          release_option] {
     auto& o = args->options;
     const OutputKind kind = output_kind(o.output);
     for (const auto& [name, option] : directory_only) {
@@ -99,6 +113,8 @@ Action add_pack(CLI::App& app) {
     o.placement = args->placement == "single" ? Placement::single : Placement::sets;
     if (base_option->count() > 0) o.base = args->base;  // an empty one is refused by pack
     if (merge_option->count() > 0) o.merge = args->merge;  // checked by pack
+    if (sign_option->count() > 0) o.sign_key = args->sign;
+    if (release_option->count() > 0) o.release = args->release;
     if (args->max_shard_tensors > 0) o.sharding.max_shard_tensors = args->max_shard_tensors;
     o.sharding.format =
         args->shard_format == "safetensors" ? ShardFormat::safetensors : ShardFormat::ptd;

@@ -12,6 +12,9 @@ Action add_verify(CLI::App& app) {
     std::string path;
     bool json = false;
     VerifyOptions options;
+    std::string signature;
+    uint64_t newer_than = 0;
+    uint64_t min_release = 0;
   };
   auto args = std::make_shared<Args>();
   auto* cmd =
@@ -25,8 +28,21 @@ Action add_verify(CLI::App& app) {
   cmd->add_option("-j,--jobs", args->options.jobs, "Hashing threads (default: all cores)");
   cmd->add_flag("--strict", args->options.strict,
                 "Count notes (what ptepack would write differently) as problems");
+  cmd->add_option("--public-key", args->options.public_keys,
+                  "PUB.pem: check a packed directory's signature (repeatable: any of the keys)");
+  cmd->add_option("--signature", args->signature,
+                  "The signature bundle, when not DIR/model.sig (needs --public-key)");
+  auto* newer = cmd->add_option("--newer-than", args->newer_than,
+                                "N: the release number must be greater (needs --public-key)")
+                    ->default_str("");
+  auto* minimum = cmd->add_option("--min-release", args->min_release,
+                                  "N: the release number must be at least N (needs --public-key)")
+                     ->default_str("");
   auto progress_value = add_progress_option(*cmd);
-  return [args, progress_value] {
+  return [args, progress_value, newer, minimum] {
+    if (!args->signature.empty()) args->options.signature = args->signature;
+    if (newer->count() > 0) args->options.newer_than = args->newer_than;
+    if (minimum->count() > 0) args->options.min_release = args->min_release;
     Progress progress;
     args->options.progress = &progress;
     progress.start(progress_mode(*progress_value));

@@ -8,6 +8,7 @@
 
 #include "ptepack/io/progress.h"
 #include "ptepack/pack/pack.h"
+#include "ptepack/trust/signature.h"
 
 namespace ptepack::cli {
 
@@ -18,6 +19,10 @@ Action add_pack(CLI::App& app);
 Action add_dump(CLI::App& app);
 Action add_verify(CLI::App& app);
 Action add_diff(CLI::App& app);
+Action add_sign(CLI::App& app);
+
+// --key-password-file and --key-password-env, filling `password` (pack --sign, sign).
+void add_key_password_options(CLI::App& cmd, KeyPassword& password);
 
 // Registers --progress auto|always|never on `cmd`; the returned string is set by parsing.
 std::shared_ptr<std::string> add_progress_option(CLI::App& cmd);

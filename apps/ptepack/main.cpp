@@ -172,9 +172,10 @@ int main(int argc, char** argv) {
   auto dump = ptepack::cli::add_dump(app);
   auto verify = ptepack::cli::add_verify(app);
   auto diff = ptepack::cli::add_diff(app);
+  auto sign = ptepack::cli::add_sign(app);
   std::string help_topic;
   auto* help = app.add_subcommand("help", "Show the usage of ptepack or of one command");
-  help->add_option("command", help_topic, "pack, dump, verify or diff");
+  help->add_option("command", help_topic, "pack, dump, verify, diff or sign");
   if (argc <= 1) {
     std::cout << app.help();
     return static_cast<int>(ptepack::ErrorCode::usage);
@@ -208,6 +209,7 @@ int main(int argc, char** argv) {
     int code = app.got_subcommand("pack")   ? pack()
                : app.got_subcommand("dump") ? dump()
                : app.got_subcommand("diff") ? diff()
+               : app.got_subcommand("sign") ? sign()
                                             : verify();
     ptepack::wait_if_interrupted();
     return code;

@@ -89,6 +89,7 @@ bool is_plain_file_name(std::string_view name) {
 std::string manifest_to_json(const Manifest& m) {
   JsonWriter w;
   w.begin_object();
+  if (m.base_manifest_sha256) w.field("base_manifest_sha256", *m.base_manifest_sha256);
   w.field("cap_mode", m.cap_mode);
   w.field("format", kManifestFormat);
   w.key("max_shard_bytes");
@@ -129,6 +130,7 @@ std::string manifest_to_json(const Manifest& m) {
     w.field("size", m.program.size);
     w.end_object();
   }
+  if (m.release) w.field("release", *m.release);
   w.field("shard_format", m.shard_format);
   w.key("shards");
   w.begin_array();
@@ -247,6 +249,13 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
       p.named_data = strings(entry, "named_data", where);
       m.programs.push_back(std::move(p));
     }
+  }
+  if (j.find("release") != nullptr) {
+    m.release = r.number(j, "release", "");
+    if (*m.release < 1 || *m.release > kMaxRelease) r.bad("release", "expected 1 to 2^53-1");
+  }
+  if (j.find("base_manifest_sha256") != nullptr) {
+    m.base_manifest_sha256 = r.digest(j, "base_manifest_sha256", "");
   }
   m.shard_format = r.string(j, "shard_format", "");
   if (m.shard_format != "ptd" && m.shard_format != "safetensors")

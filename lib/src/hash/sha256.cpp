@@ -13,19 +13,15 @@ struct Sha256::Impl {
   ~Impl() { EVP_MD_CTX_free(ctx); }
 };
 
-namespace {
-
 // The static CLI never reads an OpenSSL configuration file: one that loads a
 // provider or engine module would dlopen() it, which a static binary cannot do
-// reliably. SHA-256 comes from the built-in default provider either way.
+// reliably. SHA-256 and ECDSA come from the built-in default provider either way.
 void init_openssl() {
 #ifdef PTEPACK_NO_OPENSSL_CONFIG
   static const bool once = OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, nullptr) == 1;
   if (!once) fail(ErrorCode::internal, "OpenSSL: cannot initialise");
 #endif
 }
-
-}  // namespace
 
 Sha256::Sha256() : impl_(std::make_unique<Impl>()) {
   init_openssl();

@@ -61,6 +61,16 @@ void check_options(const PackOptions& options) {
     fail(ErrorCode::usage, "--max-shard-bytes applies to directory outputs, not to a {}",
          output_kind_name(kind));
   }
+  if (kind != OutputKind::directory && (options.sign_key || options.release)) {
+    fail(ErrorCode::usage, "{} applies to directory outputs (a signed release), not to a {}",
+         options.sign_key ? "--sign" : "--release", output_kind_name(kind));
+  }
+  if (options.release && (*options.release < 1 || *options.release > kMaxRelease)) {
+    fail(ErrorCode::usage, "--release {}: expected 1 to 2^53-1", *options.release);
+  }
+  if (options.sign_key && !options.dry_run) {
+    (void)SigningKey::load(*options.sign_key, options.sign_password);  // exit 2 before any work
+  }
   if (options.merge) {
     const auto& name = *options.merge;
     if (kind != OutputKind::directory) {
@@ -251,6 +261,11 @@ PackSummary pack_once(const PackOptions& options) {
     input_paths.push_back(directory_paths(*options.base).dir);
   }
   if (!options.dry_run) detail::check_output_target(options, input_paths);
+  std::vector<const Manifest*> input_manifests;
+  for (const auto& artifact : loaded) {
+    input_manifests.push_back(artifact.manifest ? &*artifact.manifest : nullptr);
+  }
+  const auto stamp = detail::release_stamp(options, input_manifests);
 
   for (const auto& in : merge_inputs) {
     for (const auto& m : in.program->methods) {
@@ -258,6 +273,7 @@ PackSummary pack_once(const PackOptions& options) {
     }
   }
   detail::PreparedPack prepared;
+  prepared.stamp = stamp;
   prepared.merged =
       merge_programs(std::move(merge_inputs), effective_jobs(options.jobs), options.list_renames);
   auto& merged = prepared.merged;

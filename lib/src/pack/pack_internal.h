@@ -21,8 +21,17 @@
 namespace ptepack::detail {
 
 // Everything decided before the first byte is written.
+// The release fields of the output's manifest (docs/signing.md): --release N,
+// checked against --base's release, with the base manifest's SHA-256; or, for a
+// repack of one packed directory without --release, the input's own.
+struct ReleaseStamp {
+  std::optional<uint64_t> release;
+  std::optional<std::string> base_manifest_sha256;
+};
+
 struct PreparedPack {
   MergedProgram merged;
+  ReleaseStamp stamp;
   std::vector<StoredTensor> tensors;    // sorted by key
   flatbuffers::DetachedBuffer program;  // the final .ptg
   [[nodiscard]] std::string_view program_bytes() const {
@@ -125,9 +134,13 @@ Digest write_small_file(const std::filesystem::path& path, const std::string& di
 // Refuses (invalid_input, naming the file) an output of `size` bytes above a
 // limit its readers enforce: pack never writes what dump and verify refuse.
 void check_readable_size(const std::string& display, uint64_t size, uint64_t limit);
-// manifest.json, refused above Limits::max_manifest_bytes. Returns its size.
-uint64_t write_manifest(const std::filesystem::path& dir, const std::string& display,
-                        const Manifest& manifest);
+[[nodiscard]] ReleaseStamp release_stamp(const PackOptions& options,
+                                         const std::vector<const Manifest*>& input_manifests);
+// manifest.json with the stamp, refused above Limits::max_manifest_bytes; with
+// --sign, then DIR/model.sig over every file of the release. Returns the bytes written.
+uint64_t write_manifest(const PackOptions& options, const std::filesystem::path& dir,
+                        const std::string& display, Manifest& manifest,
+                        const ReleaseStamp& stamp);
 // plan_shards, with the output named in its errors.
 [[nodiscard]] std::vector<PlannedShard> plan_for_output(const std::vector<StoredTensor>& tensors,
                                                         const std::vector<StorageGroup>& groups,

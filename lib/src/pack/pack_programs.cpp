@@ -43,6 +43,7 @@ struct Inputs {
   // A merge: the merged program, read back, as the one source.
   std::optional<pte::Merged> merged;
   std::unique_ptr<ProgramFile> merged_file;
+  ReleaseStamp stamp;  // the output manifest's release fields
 };
 
 void check_method_name(const std::string& name, const std::string& text) {
@@ -334,7 +335,8 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
       if (in.sources.size() > 1) manifest.shards[s].programs.push_back(manifest.programs[p].file);
     }
   }
-  summary.output_bytes += write_manifest(dir, display("manifest.json"), manifest);
+  summary.output_bytes +=
+      write_manifest(options, dir, display("manifest.json"), manifest, in.stamp);
   if (base) base->summarize(tensors, &manifest, summary);
   in.directories.finish_bytes();  // hashing may still show progress until here
   progress.stop();
@@ -385,6 +387,9 @@ PackSummary pack_programs(const PackOptions& options) {
     in.paths.push_back(directory_paths(*options.base).dir);
   }
   if (!options.dry_run) check_output_target(options, in.paths);
+  std::vector<const Manifest*> input_manifests;
+  for (const auto& a : in.artifacts) input_manifests.push_back(a.manifest ? &*a.manifest : nullptr);
+  in.stamp = release_stamp(options, input_manifests);
 
   PackSummary summary;
   summary.output = options.output.string();

@@ -5,6 +5,7 @@
 
 #include "pack/base_release.h"
 #include "pack/pack_internal.h"
+#include "ptepack/sign/sign.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/parallel.h"
 #include "ptepack/containers/manifest.h"
@@ -47,11 +48,47 @@ void check_readable_size(const std::string& display, uint64_t size, uint64_t lim
   }
 }
 
-uint64_t write_manifest(const fs::path& dir, const std::string& display, const Manifest& manifest) {
+ReleaseStamp release_stamp(const PackOptions& options,
+                           const std::vector<const Manifest*>& input_manifests) {
+  ReleaseStamp stamp;
+  if (!options.release) {
+    if (input_manifests.size() == 1 && input_manifests.front() != nullptr && !options.base) {
+      stamp.release = input_manifests.front()->release;  // a repack carries both unchanged
+      stamp.base_manifest_sha256 = input_manifests.front()->base_manifest_sha256;
+    }
+    return stamp;
+  }
+  stamp.release = options.release;
+  if (options.base) {
+    const auto manifest_path = directory_paths(*options.base).manifest;
+    auto file = InputFile::open(manifest_path);
+    if (file->size() > Limits::max_manifest_bytes) {
+      fail_input("{}: manifest too large", manifest_path.string());
+    }
+    auto bytes = file->read_range(0, file->size());
+    const std::string text(bytes.begin(), bytes.end());
+    const auto old = parse_manifest(text, manifest_path.string());
+    if (old.release && *options.release <= *old.release) {
+      fail(ErrorCode::usage, "--release {} must be greater than --base {}'s release {}",
+           *options.release, options.base->string(), *old.release);
+    }
+    stamp.base_manifest_sha256 = to_hex(sha256(std::string_view(text)));
+  }
+  return stamp;
+}
+
+uint64_t write_manifest(const PackOptions& options, const fs::path& dir, const std::string& display,
+                        Manifest& manifest, const ReleaseStamp& stamp) {
+  manifest.release = stamp.release;
+  manifest.base_manifest_sha256 = stamp.base_manifest_sha256;
   auto text = manifest_to_json(manifest);
   check_readable_size(display, text.size(), Limits::max_manifest_bytes);
   write_small_file(dir / "manifest.json", display, text);
-  return text.size();
+  if (!options.sign_key) return text.size();
+  const auto key = SigningKey::load(*options.sign_key, options.sign_password);
+  const auto bundle = sign_manifest(key, options.output.filename().string(), manifest, text);
+  write_small_file(dir / std::string(kSignatureFileName), display, bundle);
+  return text.size() + bundle.size();
 }
 
 std::vector<PlannedShard> plan_for_output(const std::vector<StoredTensor>& tensors,
@@ -202,10 +239,11 @@ WrittenFiles write_files(PreparedPack& prepared, const DirectoryLayout& layout,
 
 // Names the written shards by their digests, then writes the index and, last,
 // the manifest (its presence marks a complete directory).
-void finish_directory(const std::vector<StoredTensor>& tensors, const DirectoryLayout& layout,
+void finish_directory(const PreparedPack& prepared, const DirectoryLayout& layout,
                       const WrittenFiles& files, const PackOptions& options, AtomicOutput& output,
                       PackSummary& summary, const BaseRelease* base = nullptr,
                       Progress* progress = nullptr) {
+  const auto& tensors = prepared.tensors;
   const auto& dir = output.temp_path();
   auto display = [&](const std::string& name) { return output.display_name(name); };
   Manifest manifest;
@@ -222,7 +260,8 @@ void finish_directory(const std::vector<StoredTensor>& tensors, const DirectoryL
                      index);
     summary.output_bytes += index.size();
   }
-  summary.output_bytes += write_manifest(dir, display("manifest.json"), manifest);
+  summary.output_bytes +=
+      write_manifest(options, dir, display("manifest.json"), manifest, prepared.stamp);
   if (base != nullptr) base->summarize(tensors, &manifest, summary);
 }
 
@@ -239,7 +278,7 @@ void write_directory(PreparedPack& prepared, const PackOptions& options, AtomicO
     return;
   }
   auto files = write_files(prepared, layout, options, *output, progress, false);
-  finish_directory(prepared.tensors, layout, files, options, *output, summary, kept, progress);
+  finish_directory(prepared, layout, files, options, *output, summary, kept, progress);
 }
 
 std::optional<DirectorySpeculation> write_directory_while_hashing(
@@ -273,8 +312,7 @@ bool confirm_directory(PreparedPack& prepared, DirectorySpeculation& speculation
   summarize_groups(prepared.tensors, groups, summary, progress);
   summary.shards = std::move(speculation.summary.shards);
   summary.output_bytes = speculation.summary.output_bytes;
-  finish_directory(prepared.tensors, speculation.layout, speculation.files, options, output,
-                   summary);
+  finish_directory(prepared, speculation.layout, speculation.files, options, output, summary);
   summary.written_while_hashing = true;
   return true;
 }

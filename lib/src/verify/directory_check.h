@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "ptepack/base/error.h"
+#include "ptepack/containers/manifest.h"
 #include "ptepack/verify/verify.h"
 
 namespace ptepack::detail {
@@ -27,6 +28,12 @@ bool has_checkable_manifest(const std::filesystem::path& path);
 // When has_checkable_manifest(path): both steps of the check, then
 // raise_problems(report, code). Nothing for any other path.
 void check_packed_directory(const std::filesystem::path& path, unsigned jobs, ErrorCode code);
+
+// Signed releases (verify_signature.cpp): options that need --public-key refused
+// without it (usage), and a checked directory's signature and release number.
+void check_release_options(const VerifyOptions& options);
+void check_release_signature(const std::filesystem::path& path, const Manifest& manifest,
+                             const VerifyOptions& options, VerifyReport& report);
 
 class DirectoryCheck {
  public:
@@ -46,6 +53,8 @@ class DirectoryCheck {
   // them with the manifest; then the program checks' problems. Only after
   // structure() returned true.
   void bytes(Progress* progress);
+  // The manifest read by structure(), or nullptr when it could not be read.
+  [[nodiscard]] const Manifest* manifest() const;
 
  private:
   struct State;

@@ -38,6 +38,7 @@ struct DirectoryCheck::State {
   DirectoryPaths paths;
   std::string mname;
   Manifest m;
+  bool manifest_read = false;
   bool ptd_format = true;
   bool programs = false;
   ProgramBuffer program;                // a program-graph directory's program

@@ -17,6 +17,7 @@
 #include "ptepack/containers/safetensors.h"
 #include "ptepack/json/json_util.h"
 #include "verify/directory_state.h"
+#include "ptepack/trust/signature.h"
 #include "verify/verify_support.h"
 
 namespace ptepack::detail {
@@ -39,6 +40,7 @@ void DirectoryCheck::State::files_present() {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(paths.dir, ec)) {
     auto name = entry.path().filename().string();
+    if (is_ignored_name(name)) continue;  // the signature and git's files (docs/signing.md)
     if (!expected.count(name)) {
       problems.push_back(
           fmt::format("{}: stray file not listed in the manifest", entry.path().string()));

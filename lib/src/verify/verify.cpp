@@ -19,6 +19,7 @@
 #include "ptepack/graph/validate.h"
 #include "ptepack/hash/parallel_hash.h"
 #include "ptepack/json/json_util.h"
+#include "verify/directory_check.h"
 #include "verify/verify_support.h"
 
 namespace ptepack {
@@ -193,6 +194,7 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
   VerifyReport report;
   report.artifact = path.string();
   report.strict = options.strict;
+  detail::check_release_options(options);
   std::error_code missing;
   if (!fs::exists(path, missing))
     fail(ErrorCode::io, "{}: no such file or directory", path.string());
@@ -231,6 +233,10 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
       report.kind = std::string(artifact_kind_name(ArtifactKind::directory));
       verify_directory(path, options, report);
       return report;
+    }
+    if (!options.public_keys.empty()) {
+      fail(ErrorCode::usage, "{}: --public-key checks the signature of a packed directory",
+           path.string());
     }
     auto file = InputFile::open(path);
     auto head = file->read_range(0, std::min<uint64_t>(file->size(), 8));
@@ -273,6 +279,7 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
       }
     }
   } catch (const Error& e) {
+    if (e.code() == ErrorCode::usage) throw;  // the command's failure, not the artifact's
     report.problems.emplace_back(e.what());
   }
   return report;

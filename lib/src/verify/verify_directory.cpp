@@ -112,6 +112,10 @@ DirectoryCheck::DirectoryCheck(const fs::path& path, const VerifyOptions& option
 
 DirectoryCheck::~DirectoryCheck() = default;
 
+const Manifest* DirectoryCheck::manifest() const {
+  return state_->manifest_read ? &state_->m : nullptr;
+}
+
 bool DirectoryCheck::structure() {
   auto& s = *state_;
   s.mname = s.paths.manifest.string();
@@ -121,6 +125,7 @@ bool DirectoryCheck::structure() {
       })) {
     return false;
   }
+  s.manifest_read = true;
   for (const auto& stray : stale_temporaries(s.paths.dir)) {
     s.report.notes.push_back(fmt::format(
         "{}: temporary left beside the output by an interrupted pack (the next pack to {} "
@@ -188,6 +193,7 @@ void verify_directory(const std::filesystem::path& path, const VerifyOptions& op
   if (!check.structure()) return;
   if (options.progress != nullptr) options.progress->set_hash_total(check.hash_total());
   check.bytes(options.progress);
+  detail::check_release_signature(path, *check.manifest(), options, report);
 }
 
 }  // namespace ptepack

@@ -70,6 +70,11 @@ struct Manifest {
   std::map<std::string, ManifestTensor> tensors;
   std::vector<std::string> state;  // every state key, with or without data
   uint64_t total_size = 0;         // metadata.total_size
+  // pack --release N (1 to 2^53-1): the release number a signature covers and
+  // a device compares against rollback; with --base, the previous release's
+  // manifest.json SHA-256 (64 hex digits). Written only when set.
+  std::optional<uint64_t> release;
+  std::optional<std::string> base_manifest_sha256;
   // The file's weight_map is derived data (weight_map_of): the reader checks
   // it and keeps nothing of it.
 };
@@ -94,6 +99,7 @@ using WeightMap = std::vector<std::pair<std::string_view, std::string_view>>;
 inline constexpr std::string_view kManifestFormat = "ptepack.manifest";
 inline constexpr int kManifestVersion = 1;          // program-graph directories
 inline constexpr int kManifestProgramsVersion = 2;  // directories of .pte programs
+inline constexpr uint64_t kMaxRelease = (uint64_t{1} << 53) - 1;  // exact in every JSON reader
 
 // Stable JSON text: fields in schema order, maps sorted, 2-space indent, final newline.
 [[nodiscard]] std::string manifest_to_json(const Manifest& manifest);

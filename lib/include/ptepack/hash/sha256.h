@@ -13,6 +13,10 @@ namespace ptepack {
 
 using Digest = std::array<uint8_t, 32>;
 
+// OpenSSL set up once as every ptepack use of it needs (the static build reads
+// no configuration file). Called before any OpenSSL use.
+void init_openssl();
+
 class Sha256 {
  public:
   Sha256();

@@ -12,6 +12,7 @@
 #include "ptepack/core/shard_plan.h"
 #include "ptepack/graph/merge.h"
 #include "ptepack/io/progress.h"
+#include "ptepack/trust/signature.h"
 
 namespace ptepack {
 
@@ -66,6 +67,12 @@ struct PackOptions {
   // With a merge: mutable buffers of one name become one state every method
   // sees (memory id 2), as ExecuTorch's share_mutable_buffers lays them out.
   bool share_state = false;
+  // Signed releases (docs/signing.md), directory outputs only: --release N (1 to
+  // 2^53-1, greater than --base's), and --sign KEY.pem, the signature written
+  // as DIR/model.sig before the output is committed.
+  std::optional<uint64_t> release;
+  std::optional<std::filesystem::path> sign_key;
+  KeyPassword sign_password;
 };
 
 struct ShardSummary {

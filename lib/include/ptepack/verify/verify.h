@@ -3,8 +3,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "ptepack/hash/sha256.h"
 
 #include "ptepack/io/progress.h"
 
@@ -16,6 +19,23 @@ struct VerifyOptions {
   Progress* progress = nullptr;  // bytes hashed are reported here when set
   // A program's data files (PATH@DATA); empty: the same-stem default beside it.
   std::vector<std::filesystem::path> data = {};
+  // Signed releases (docs/signing.md): a packed directory's signature is checked
+  // against these public keys (any one may have signed it); the bundle is
+  // `signature`, default DIR/model.sig. A release number at most `newer_than`,
+  // or under `min_release`, is a problem (rollback).
+  std::vector<std::filesystem::path> public_keys = {};
+  std::optional<std::filesystem::path> signature = {};
+  std::optional<uint64_t> newer_than = {};
+  std::optional<uint64_t> min_release = {};
+};
+
+// What verify found of a release's signature.
+struct SignatureReport {
+  std::string file;      // the bundle
+  bool checked = false;  // public keys were given
+  bool valid = false;    // checked, signed by one of them, and every file as signed
+  std::string key_hint;  // the bundle's key hint
+  std::string key;       // the public key file that verified it
 };
 
 struct VerifyReport {
@@ -29,6 +49,8 @@ struct VerifyReport {
   uint64_t files_checked = 0;
   uint64_t tensors_checked = 0;
   uint64_t bytes_hashed = 0;
+  std::optional<SignatureReport> signature;  // a directory with a signature, or keys given
+  std::optional<uint64_t> release;           // the manifest's release number
   [[nodiscard]] bool ok() const { return problems.empty() && (!strict || notes.empty()); }
 };
 
@@ -36,6 +58,14 @@ struct VerifyReport {
 // report. Throws Error (io) only when `path` does not exist.
 [[nodiscard]] VerifyReport verify_artifact(const std::filesystem::path& path,
                                            const VerifyOptions& options);
+
+// The files of a packed directory a signature lists: every file its manifest
+// names, with the digests it records (which verify proves), and manifest.json
+// itself with `manifest_sha256`.
+struct SignedFile;
+struct Manifest;
+[[nodiscard]] std::vector<SignedFile> release_signed_files(const Manifest& manifest,
+                                                           const Digest& manifest_sha256);
 
 [[nodiscard]] std::string render_verify_text(const VerifyReport& report);
 [[nodiscard]] std::string render_verify_json(const VerifyReport& report);
