@@ -4,6 +4,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ python3 python3-jsonschema time
+  python3-cryptography openssl  # the independent OpenSSF Model Signing verifier, test keys
   libcli11-dev libflatbuffers-dev flatbuffers-compiler libssl-dev zlib1g-dev
   nlohmann-json3-dev libfmt-dev catch2 libmimalloc-dev
   graphviz  # the tests render every `dump --graph=dot` with Graphviz's own dot

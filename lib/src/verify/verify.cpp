@@ -305,6 +305,14 @@ std::string render_verify_json(const VerifyReport& r) {
                    {"files_checked", r.files_checked},
                    {"tensors_checked", r.tensors_checked},
                    {"bytes_hashed", r.bytes_hashed}};
+  if (r.signature) {  // only for a signed directory, or when keys were given
+    j["signature"] = {{"file", r.signature->file},
+                      {"checked", r.signature->checked},
+                      {"valid", r.signature->valid},
+                      {"key_hint", r.signature->key_hint},
+                      {"key", r.signature->key}};
+  }
+  if (r.release) j["release"] = *r.release;
   return json_text(j);
 }
 
