@@ -16,7 +16,7 @@ work=${PTEPACK_FUZZ_WORK:-/tmp/ptepack-fuzz}/$name
 mkdir -p "$work/corpus" "$work/findings"
 dict=()
 case $name in
-  program_json | safetensors | safetensors_index | manifest | json_document) dict=(-dict="$here/json.dict") ;;
+  program_json | safetensors | safetensors_index | manifest | json_document | signature) dict=(-dict="$here/json.dict") ;;
 esac
 exec "$build/fuzz/fuzz_$name" "$work/corpus" "$here/corpus/$name" "${dict[@]}" \
   -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \

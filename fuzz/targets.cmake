@@ -8,4 +8,5 @@ set(PTEPACK_FUZZ_TARGETS
   pte
   zip
   manifest
-  json_document)
+  json_document
+  signature)

@@ -15,6 +15,7 @@ import sys
 from cli_common import (Suite, load_json, read_file, sha256_file, snapshot, temp_leftovers,
                         tree_differences)
 import pte_reader  # noqa: E402  (tests/tools is on sys.path through cli_common)
+import pte_samples  # noqa: E402
 import pte_writer  # noqa: E402
 from pte_reader import EXTERNAL, classify, fqn, layout, strip
 
@@ -1132,6 +1133,59 @@ def corrupt_variants(ctx):
         if struct.unpack_from("<H", patched, vtable + size)[0]:
             out.append(("Program vtable beyond the schema (cannot rewrite)", bytes(patched)))
     return out
+
+
+def union_none_with_a_table(ctx):
+    """xnnpack_conv with value 0's union tag set to NONE while its Tensor table stays: the
+    verifier accepts it, a copy could not keep the table (the runtime refuses NONE
+    without one), so pack must refuse it rather than write what verify rejects."""
+    conv = read_file(fixture_path(ctx, "xnnpack_conv"))
+    parsed = pte_reader.parse(conv)
+    value, kind = pte_reader.position(conv, parsed, [("execution_plan", 0), ("values", 0)])
+    where = pte_reader.field_position(conv, value, kind, "val")
+    return conv[:where] + b"\x00" + conv[where + 1:]
+
+
+@suite.test
+def a_union_tag_none_with_a_table_is_refused_never_written(ctx):
+    d = ctx.mkdir()
+    path = os.path.join(d, "none.pte")
+    with open(path, "wb") as handle:
+        handle.write(union_none_with_a_table(ctx))
+    for target in (os.path.join(d, "out"), os.path.join(d, "x.pte")):
+        check_refused(ctx, ctx.run("pack", *JOBS, path, "-o", target), 3, target,
+                      ["none.pte", "union tag NONE"], f"-o {os.path.basename(target)}")
+    ctx.code(ctx.run("dump", path), 0, "dump still reads it")
+
+
+@suite.test
+def every_program_pack_accepts_gives_an_output_that_verifies(ctx):
+    """pack never writes what verify rejects: each hostile or unusual program of this suite
+    that pack accepts, packed to a directory and to one file, verifies."""
+    d = ctx.mkdir()
+    programs = [(what, blob) for what, blob in corrupt_variants(ctx)]
+    programs.append(("union NONE with a table", union_none_with_a_table(ctx)))
+    programs += [(stem, read_file(fixture_path(ctx, stem))) for stem in FIXTURES
+                 if stem != "external_pair"]  # (its data file is given apart)
+    state = pte_samples.write_stateful(os.path.join(d, "state.pte"), [("a", "accumulate"),
+                                                                      ("r", "read")], shared=True)
+    programs.append(("shared state", read_file(state)))
+    accepted = 0
+    for i, (what, blob) in enumerate(programs):
+        path = os.path.join(d, f"p{i}.pte")
+        with open(path, "wb") as handle:
+            handle.write(blob)
+        for target in (os.path.join(d, f"out{i}"), os.path.join(d, f"out{i}.pte")):
+            if ctx.run("pack", *JOBS, "-q", path, "-o", target).code != 0:
+                continue
+            accepted += 1
+            ctx.code(ctx.run("verify", target), 0, f"{what}: pack accepted it, verify rejects "
+                                                   f"{os.path.basename(target)}")
+    ctx.check(accepted >= 2 * (len(FIXTURES) - 1 + 1), f"only {accepted} outputs written")
+    odd = odd_constants_program(ctx, ctx.mkdir("odd"))
+    out = os.path.join(d, "odd-out")
+    pack(ctx, [odd], out)
+    ctx.code(ctx.run("verify", out), 0, "odd-sized constants")
 
 
 @suite.test

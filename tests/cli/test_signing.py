@@ -310,6 +310,28 @@ def an_unchecked_signature_is_a_note_and_git_files_are_skipped(ctx):
     ctx.code(result, 2, "--public-key on a program file")
 
 
+@suite.test
+def a_program_swapped_under_its_manifest_record_is_found(ctx):
+    """What verify can close from the files themselves: the slim add program put in place of
+    xnnpack_conv.pte, its digest and size fixed in the manifest, still leaves the manifest's
+    named-data keys for it, which a program without a delegate cannot read."""
+    out = release(ctx)
+    other = os.path.join(ctx.mkdir("add"), "add")
+    ctx.run_ok("pack", os.path.join(ctx.data, "pte", "portable_add_no_header.pte"), "-o", other,
+               "-q")
+    shutil.copyfile(os.path.join(other, "portable_add_no_header.pte"),
+                    os.path.join(out, "xnnpack_conv.pte"))
+    manifest = load_json(os.path.join(out, "manifest.json"))
+    entry = next(p for p in manifest["programs"] if p["file"] == "xnnpack_conv.pte")
+    data = read_file(os.path.join(out, "xnnpack_conv.pte"))
+    entry["sha256"], entry["size"] = hashlib.sha256(data).hexdigest(), len(data)
+    with open(os.path.join(out, "manifest.json"), "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2)
+    result = ctx.run("verify", out)
+    ctx.code(result, 1, "a swapped program")
+    ctx.check("has no delegate to read them" in result.err, result.err)
+
+
 def hostile_bundles(good):
     """(name, bundle text) of malformed signatures, each a variant of a good one."""
     bundle = json.loads(good)

@@ -137,7 +137,10 @@ struct Finder {
       }
       if (base == fb::ET_UTYPE) {
         const uint64_t tag = raw_field(t, field, 1);
-        if (tag != 0 && union_member(ref, tag) == nullptr) {
+        if (tag == 0 && i + 1 < type->num_elems && t->CheckField(slot_offset(i + 1))) {
+          // A copy keeps no table for NONE: the output would differ from the input.
+          note(fmt::format("{}: union tag NONE with a {} table", where, field_name(type, i + 1)));
+        } else if (tag != 0 && union_member(ref, tag) == nullptr) {
           note(fmt::format("{}: union tag {} is not in the schema", where, tag));
         } else if (tag != 0 && i + 1 < type->num_elems) {
           table(t->GetPointer<const fb::Table*>(slot_offset(i + 1)), union_member(ref, tag),

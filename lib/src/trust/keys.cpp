@@ -195,9 +195,12 @@ const std::string& VerifyingKey::hint() const { return impl_->hint; }
 const std::string& VerifyingKey::name() const { return impl_->name; }
 
 VerifyingKey VerifyingKey::load(const fs::path& pem) {
+  return parse(read_key_file(pem), pem.string());
+}
+
+VerifyingKey VerifyingKey::parse(std::string_view pem, const std::string& name) {
   init_openssl();
-  const std::string name = pem.string();
-  const std::string text = read_key_file(pem);
+  const std::string text(pem);
   if (looks_private(text)) {
     fail(ErrorCode::usage,
          "{}: a private key; verifying needs only the public key (openssl pkey -in {} -pubout)",

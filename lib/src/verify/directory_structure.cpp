@@ -303,6 +303,13 @@ void DirectoryCheck::State::check_program_entries() {
         }
       }
       check_program_data(pte_program, file->name(), files, entry.named_data, true, problems);
+      // Named data is read by delegates only: a program without one reads none of it
+      // (a program swapped for another under the manifest's digest and size).
+      if (!entry.named_data.empty() && pte_program.delegates.empty()) {
+        problems.push_back(fmt::format(
+            "{}: the manifest lists {} named-data keys for it, but it has no delegate to read them",
+            file->name(), entry.named_data.size()));
+      }
       std::set<std::string> own(entry.named_data.begin(), entry.named_data.end());
       for (const auto& t : pte_program.tensors) {
         if (t.storage == pte::Storage::external) own.insert(t.fqn);

@@ -60,6 +60,8 @@ class SigningKey {
 class VerifyingKey {
  public:
   static VerifyingKey load(const std::filesystem::path& pem);
+  // The same from PEM text held in memory (a key a device compiles in); `name` for messages.
+  static VerifyingKey parse(std::string_view pem, const std::string& name);
   VerifyingKey(VerifyingKey&&) noexcept;
   VerifyingKey& operator=(VerifyingKey&&) noexcept;
   ~VerifyingKey();
