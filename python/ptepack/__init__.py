@@ -22,12 +22,12 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 from .errors import (CliNotFound, ConflictError, InternalError, Interrupted,
                      InvalidInputError, PtepackError, PtepackIOError, UsageError,
                      VerifyFailed, error_for)
-from .results import (BaseRelease, DiffResult, DumpResult, PackResult, Program, Shard,
+from .results import (BaseRelease, DiffResult, DumpResult, PackResult, Program, Shard, SignResult,
                       VerifyResult)
 
 __all__ = [
-    "pack", "dump", "verify", "diff", "version", "find_cli",
-    "PackResult", "VerifyResult", "DumpResult", "DiffResult", "Shard", "Program",
+    "pack", "dump", "verify", "diff", "sign", "version", "find_cli",
+    "PackResult", "VerifyResult", "SignResult", "DumpResult", "DiffResult", "Shard", "Program",
     "BaseRelease", "PtepackError", "VerifyFailed", "UsageError", "InvalidInputError",
     "ConflictError", "PtepackIOError", "InternalError", "Interrupted", "CliNotFound",
 ]
@@ -116,10 +116,15 @@ def pack(inputs: Union[PathLike, Sequence[PathLike]], output: PathLike, *,
 
 
 def verify(path: PathLike, *, ptepack: Optional[PathLike] = None, jobs: Optional[int] = None,
-           strict: bool = False, check: bool = False, **options: Any) -> VerifyResult:
+           strict: bool = False, check: bool = False,
+           public_key: Union[PathLike, Sequence[PathLike], None] = None,
+           newer_than: Optional[int] = None, **options: Any) -> VerifyResult:
     """`ptepack verify PATH`. An artifact with problems gives ok=False (the CLI's exit 1),
-    or raises VerifyFailed with its problem lines when check=True."""
-    args = [os.fspath(path)] + _options(dict(jobs=jobs, strict=strict, **options))
+    or raises VerifyFailed with its problem lines when check=True. `public_key` (one or
+    several) checks a signed release; `newer_than` refuses a rollback."""
+    keys = [public_key] if isinstance(public_key, (str, os.PathLike)) else public_key
+    args = [os.fspath(path)] + _options(dict(jobs=jobs, strict=strict, public_key=keys,
+                                             newer_than=newer_than, **options))
     code, doc = _run("verify", args, ptepack, ok_codes=(0, 1))
     result = VerifyResult.from_json(doc)
     if check and not result.ok:
@@ -149,6 +154,18 @@ def diff(a: PathLike, b: PathLike, *, ptepack: Optional[PathLike] = None,
     `method="M"` or `"M=N"` compares one method of each side."""
     args = [os.fspath(a), os.fspath(b)] + _options(dict(jobs=jobs, method=method, **options))
     return DiffResult.from_json(_run("diff", args, ptepack, ok_codes=(0, 1))[1])
+
+
+def sign(directory: PathLike, private_key: PathLike, *, ptepack: Optional[PathLike] = None,
+         key_password_file: Optional[PathLike] = None, key_password_env: Optional[str] = None,
+         jobs: Optional[int] = None) -> SignResult:
+    """`ptepack sign DIR --private-key KEY`: the release checked whole, then signed
+    (DIR/model.sig, OpenSSF Model Signing). The passphrase of an encrypted key comes from a
+    file or from the environment variable named, never from an argument."""
+    args = [os.fspath(directory)] + _options(dict(
+        private_key=private_key, key_password_file=key_password_file,
+        key_password_env=key_password_env, jobs=jobs))
+    return SignResult.from_json(_run("sign", args, ptepack)[1])
 
 
 def version(*, ptepack: Optional[PathLike] = None) -> str:

@@ -85,11 +85,27 @@ class VerifyResult:
     tensors_checked: int
     bytes_hashed: int
     raw: Dict[str, Any] = field(repr=False)
+    signature: Optional[Dict[str, Any]] = None  # file, checked, valid, key_hint, key
+    release: Optional[int] = None
 
     @classmethod
     def from_json(cls, doc: Dict[str, Any]) -> "VerifyResult":
         return cls(doc["artifact"], doc["kind"], doc["ok"], doc["problems"], doc["notes"],
-                   doc["files_checked"], doc["tensors_checked"], doc["bytes_hashed"], doc)
+                   doc["files_checked"], doc["tensors_checked"], doc["bytes_hashed"], doc,
+                   doc.get("signature"), doc.get("release"))
+
+
+@dataclass(frozen=True)
+class SignResult:
+    """`ptepack sign --json`: the bundle written, the key's hint, files signed, release."""
+    signature: str
+    key_hint: str
+    files: int
+    release: Optional[int]
+
+    @classmethod
+    def from_json(cls, doc: Dict[str, Any]) -> "SignResult":
+        return cls(doc["signature"], doc["key_hint"], doc["files"], doc["release"])
 
 
 @dataclass(frozen=True)

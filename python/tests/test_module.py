@@ -4,6 +4,7 @@
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -63,6 +64,24 @@ class ModuleTest(unittest.TestCase):
         with self.assertRaises(ptepack.ConflictError) as caught:
             ptepack.pack([self.pte, self.pte], self.out("twice.pte"), ptepack=self.cli)
         self.assertIn("'forward'", str(caught.exception))
+
+    def test_sign_and_verify_a_release(self):
+        key, pub = self.out("k.pem"), self.out("k.pub")
+        subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out",
+                        key], check=True, capture_output=True)
+        subprocess.run(["openssl", "ec", "-in", key, "-pubout", "-out", pub], check=True,
+                       capture_output=True)
+        ptepack.pack(self.pte, self.out("r"), ptepack=self.cli, release=3)
+        signed = ptepack.sign(self.out("r"), key, ptepack=self.cli)
+        self.assertEqual((signed.files, signed.release), (3, 3))
+        checked = ptepack.verify(self.out("r"), ptepack=self.cli, public_key=pub, newer_than=2)
+        self.assertTrue(checked.ok)
+        self.assertTrue(checked.signature["valid"])
+        self.assertEqual(checked.release, 3)
+        rolled = ptepack.verify(self.out("r"), ptepack=self.cli, public_key=pub, newer_than=3)
+        self.assertFalse(rolled.ok)
+        with self.assertRaises(ptepack.UsageError):
+            ptepack.sign(self.out("r"), pub, ptepack=self.cli)
 
     def test_pack_program_graphs_dry_run(self):
         result = ptepack.pack(self.examples, self.out("plan"), ptepack=self.cli, dry_run=True,
