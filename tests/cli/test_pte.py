@@ -554,20 +554,26 @@ def external_tensors_keep_their_keys_with_default_or_explicit_data(ctx):
     inlined = os.path.join(ctx.mkdir("inlined"), "external_pair.pte")
     pack(ctx, [f"{source}@{data}"], inlined)
     check_inlined(ctx, inlined, orig)
-    # Other keys of the data files are kept as the program's named data, and go back into
-    # named_data when inlined.
-    conv = os.path.join(ctx.mkdir("conv"), "out")
-    pack(ctx, [fixture_path(ctx, "xnnpack_conv")], conv)
-    conv_manifest = load_json(os.path.join(conv, "manifest.json"))
-    conv_shard = os.path.join(conv, conv_manifest["shards"][0]["file"])
-    extra = original(ctx, source, [data, conv_shard])
-    ctx.equal(len(extra["named_keys"]), 2, "named data keys of the xnnpack_conv shard")
+    # Other keys of the data files are kept as the named data of a program with a delegate
+    # (it may ask for any of them by name), and go back into named_data when inlined.
+    conv_source = fixture_path(ctx, "xnnpack_conv")
+    extra = original(ctx, conv_source, [data])
+    ctx.equal(len(extra["named_keys"]), 4, "xnnpack_conv's own named data and the .ptd's a, b")
     out = os.path.join(ctx.mkdir("extra"), "out")
-    pack(ctx, [f"{source}@{data},{conv_shard}"], out)
+    pack(ctx, [f"{conv_source}@{data}"], out)
     check_pack(ctx, out, [extra])
-    inlined = os.path.join(ctx.mkdir("extra-inlined"), "external_pair.pte")
+    inlined = os.path.join(ctx.mkdir("extra-inlined"), "xnnpack_conv.pte")
     pack(ctx, [out], inlined)
     check_inlined(ctx, inlined, extra)
+    # Only delegates read named data: a program without one keeps none, with a note.
+    conv = os.path.join(ctx.mkdir("conv"), "out")
+    pack(ctx, [conv_source], conv)
+    conv_shard = os.path.join(conv, load_json(os.path.join(conv, "manifest.json"))["shards"][0]["file"])
+    out = os.path.join(ctx.mkdir("dropped"), "out")
+    result = ctx.run_ok("pack", *JOBS, f"{source}@{data},{conv_shard}", "-o", out)
+    ctx.check("2 named-data keys dropped" in result.out, f"the note: {result.out}")
+    check_pack(ctx, out, [original(ctx, source, [data])])
+    verify_ok(ctx, out, "a program without a delegate, extra data files")
     # A key in two data files of one program is a load error: refused.
     copy = os.path.join(ctx.mkdir("copy"), "copy.ptd")
     shutil.copyfile(data, copy)

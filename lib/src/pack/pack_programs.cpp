@@ -241,6 +241,13 @@ void merge_sources(const PackOptions& options, Inputs& in, RangeDigests& digests
 PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& digests,
                         Progress& progress, PackSummary summary) {
   digests.compute(options.jobs, &progress);
+  for (const auto& s : in.sources) {
+    if (const size_t n = unreadable_named_data(s)) {
+      summary.notes.push_back(fmt::format(
+          "{}: {} named-data keys dropped: only delegates read named data, and it has none", s.name,
+          n));
+    }
+  }
   if (merging(options, in.sources.size(), in.renames)) {
     merge_sources(options, in, digests, progress, summary);
   } else {

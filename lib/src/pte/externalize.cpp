@@ -62,10 +62,12 @@ const TensorData& external_data(const ProgramSource& s, const pte::TensorInfo& t
 }
 
 // Named-data keys of a program with their bytes, in program order, then the
-// other keys of its data files (which delegates may ask for by name).
+// other keys of its data files (which delegates may ask for by name). Only
+// delegates read named data: a program without one keeps none.
 std::vector<std::pair<std::string, TensorData>> named_entries(const ProgramSource& s) {
   std::vector<std::pair<std::string, TensorData>> out;
   const auto& program = s.file->program;
+  if (program.delegates.empty()) return out;
   if (s.file->named_keys) {
     for (const auto& key : *s.file->named_keys) {
       auto it = s.data->find(key);
@@ -289,6 +291,19 @@ pte::Rewrite inline_program(const ProgramSource& source, const RangeDigests& dig
     }
   }
   return rw;
+}
+
+size_t unreadable_named_data(const ProgramSource& source) {
+  const auto& program = source.file->program;
+  if (!program.delegates.empty()) return 0;
+  if (source.file->named_keys) return source.file->named_keys->size() + program.named_data.size();
+  std::set<std::string> used;
+  for (const auto& t : program.tensors) {
+    if (t.storage == Storage::external) used.insert(t.fqn);
+  }
+  size_t count = program.named_data.size();
+  for (const auto& [key, d] : *source.data) count += used.count(key) == 0 ? 1U : 0U;
+  return count;
 }
 
 }  // namespace ptepack

@@ -56,6 +56,11 @@ using PreviousKeys = std::map<std::tuple<std::string, std::string, uint32_t>, Pr
                                           const RangeDigests& digests,
                                           const PreviousKeys* previous = nullptr);
 
+// Named data is read by delegates only: a program without a delegate keeps none
+// of its own named data nor of its data files' keys that no EXTERNAL tensor
+// reads. How many such entries a program has (pack notes them as dropped).
+[[nodiscard]] size_t unreadable_named_data(const ProgramSource& source);
+
 // Puts every byte back into the program: constants (EXTERNAL ones included)
 // into its constant segment, its data files' other keys into named_data.
 [[nodiscard]] pte::Rewrite inline_program(const ProgramSource& source, const RangeDigests& digests);
