@@ -603,6 +603,16 @@ def pte(args, ptepack, workdir, jobs, created):
                     program, "-o", packed], check=True)
     cases.append(Case("repack_pte", [ptepack, "pack"] + jobs + ["--quiet", packed, "-o", inlined],
                       output=inlined, remove_after=(inlined,), writes=True))
+    # The capped pack signed (--sign): signing reuses the digests the pack computed, so it
+    # should cost about nothing beyond pack_cap (no second read of any file).
+    key = os.path.join(workdir, "bench-signing-key.pem")
+    if not os.path.exists(key):
+        subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out",
+                        key], check=True, capture_output=True)
+    signed = os.path.join(out, "pte_cap_signed")
+    cases.append(Case("pack_sign", [ptepack, "pack"] + jobs + [
+        "--quiet", "--max-shard-bytes", args.max_shard_bytes, "--sign", key, program, "-o",
+        signed], output=signed, remove_after=(signed,), writes=True))
     # The program merged with itself under another method name: one multi-method program
     # about the size of one input (every byte stored once), as one file and capped shards.
     merged, merged_dir = os.path.join(out, "merged.pte"), os.path.join(out, "merged_dir")
@@ -636,6 +646,9 @@ def pte(args, ptepack, workdir, jobs, created):
         if case.name.startswith(("pack", "merge")):
             output_sizes[case.name] = path_bytes(case.output)
         if case.name.startswith(("pack", "merge")) and os.path.isdir(case.output):
+            if case.name == "pack_sign":
+                output_sizes["signature"] = os.path.getsize(os.path.join(case.output,
+                                                                         "model.sig"))
             shards[case.name] = sum(1 for name in os.listdir(case.output)
                                     if name.endswith(".ptd"))
         if args.no_verify or not case.name.startswith(("pack", "merge")):
@@ -652,13 +665,13 @@ def pte(args, ptepack, workdir, jobs, created):
     ratios, best_ratios = print_ratios(results, (("pack", "cp"), ("pack", "sha256"),
                                                  ("pack_cap", "cp"), ("pack_cap", "sha256"),
                                                  ("repack_pte", "cp"), ("merge", "cp"),
-                                                 ("merge_cap", "cp")))
+                                                 ("merge_cap", "cp"), ("pack_sign", "pack_cap")))
     for name in ("merge", "merge_cap"):
         results[name]["output_bytes"] = output_sizes.get(name)
         print(f"{name}: output {output_sizes.get(name, 0) / MIB:.1f} MiB for two inputs of "
               f"{input_bytes / MIB:.1f} MiB ({output_sizes.get(name, 0) / input_bytes:.3f}x one)")
-    floors = print_floors(results, {"pack": True, "pack_cap": True, "merge": (False, 2),
-                                    "merge_cap": (True, 2)}, os.cpu_count())
+    floors = print_floors(results, {"pack": True, "pack_cap": True, "pack_sign": True,
+                                    "merge": (False, 2), "merge_cap": (True, 2)}, os.cpu_count())
     return {"mode": "pte", "model_dir": directory, "input_bytes": input_bytes,
             "input_files": [program], "generator": report, "ballast_bytes": ballast,
             "unique_bytes": os.path.getsize(unique), "cases": results,

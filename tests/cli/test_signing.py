@@ -95,6 +95,20 @@ def sign_and_pack_sign_write_what_an_independent_verifier_accepts(ctx):
 
 
 @suite.test
+def a_program_graph_release_with_a_safetensors_index_is_signed_whole(ctx):
+    private, public = keys(ctx)
+    out = os.path.join(ctx.mkdir("graph"), "graph")
+    ctx.run_ok("pack", os.path.join(ctx.examples, "prefill.json"),
+               os.path.join(ctx.examples, "decode.json"), "-o", out, "--max-shard-bytes", "3000",
+               "--shard-format", "safetensors", "--sign", private, "--release", "4", "-q")
+    independent(ctx, out, public, "program graphs, safetensors shards")
+    payload = json.loads(base64.b64decode(json.loads(signature(out))["dsseEnvelope"]["payload"]))
+    names = [r["name"] for r in payload["predicate"]["resources"]]
+    ctx.check("model.safetensors.index.json" in names and "program.ptg" in names, names)
+    ctx.code(ctx.run("verify", out, "--public-key", public, "--min-release", "4"), 0, "verify")
+
+
+@suite.test
 def other_curves_sign_and_verify(ctx):
     for curve in ("secp384r1", "secp521r1"):
         private, public = keys(ctx, curve, curve)
