@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Synthetic multi-method model generator for the ptepack benchmark: <method>.json + .safetensors.
-"""Write one program JSON (FORMATS.md section 1) and one safetensors file per method.
+"""Write one program JSON (docs/format-ptg.md) and one safetensors file per method.
 
 Every method has the structure of tests/data/prefill.json: an embedding, per-layer float and
 int4 weights (packed as U8, AffineGroup scale/zero-point keys referenced from the constant's

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Synthetic ExecuTorch program (.pte) generator for the ptepack benchmark, standard library only.
-"""Write a synthetic but valid ExecuTorch program (.pte, FORMATS.md section 5) of a given size.
+"""Write a synthetic but valid ExecuTorch program (.pte, docs/format-pte.md) of a given size.
 
 One execution plan `forward`: plain FLOAT constants in the constant segment (segment 0, each at
 a 16-byte padded offset, data_buffer_idx 1..N, offsets[0] = 0 placeholder) and delegate-style
@@ -321,7 +321,7 @@ def build_program(constants, named, segments, constant_offsets, keys):
 
 
 def with_header(program, segment_base, segment_data_size):
-    """Inserts eh00 after byte 8 and moves the root offset past it (FORMATS.md section 5)."""
+    """Inserts eh00 after byte 8 and moves the root offset past it (docs/format-pte.md)."""
     padded = align(HEADER_LENGTH, 16)
     program_size = len(program) + padded
     header = b"eh00" + struct.pack("<IQQQ", HEADER_LENGTH, program_size, segment_base,

@@ -32,7 +32,7 @@ def generate(out, *extra):
 
 
 def read_safetensors(path):
-    """{key: (dtype, shape, bytes)} after checking the file layout FORMATS.md section 3 asks."""
+    """{key: (dtype, shape, bytes)} after checking the file layout docs/format-safetensors.md asks."""
     with open(path, "rb") as handle:
         blob = handle.read()
     assert len(blob) >= 8, f"{path}: shorter than the length prefix"
@@ -105,7 +105,7 @@ def referenced_names(argument):
 
 
 def check_graph(graph, bindings, where):
-    """SSA rules of FORMATS.md section 1: placeholders restate inputs or bindings, no
+    """SSA rules of docs/format-ptg.md: placeholders restate inputs or bindings, no
     duplicate or forward names, exactly one OUTPUT, Graph.outputs and tensor_values defined."""
     defined, outputs = set(), 0
     for node in graph["nodes"]:

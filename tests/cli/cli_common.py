@@ -18,7 +18,7 @@ import zipfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCHEMA = os.path.join(ROOT, "schema", "program.fbs")
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
-import ptd_reader  # noqa: E402  (independent readers written from FORMATS.md)
+import ptd_reader  # noqa: E402  (independent readers written from docs/format-*.md)
 import st_reader  # noqa: E402
 
 # Atomic-output temp files are `.<name>.ptepack-tmp-<pid>-<n>`; none may survive a run.

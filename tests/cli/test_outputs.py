@@ -499,7 +499,7 @@ def payload_cap_bounds_unique_tensor_bytes(ctx):
 
 
 def first_fit(groups, cap):
-    """DESIGN.md "Deterministic first-fit", written independently: groups [(keys, bytes)]."""
+    """docs/shard-planner.md "first-fit", written independently: groups [(keys, bytes)]."""
     shards = []
     for keys, size in sorted(groups, key=lambda g: sorted(k.encode() for k in g[0])):
         for shard in shards:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # CLI suite for the transformation: issue-2 acceptance read back from the packed files,
-# determinism and idempotence, METHOD= renames, and every rejection rule of DESIGN.md item 5.
+# determinism and idempotence, METHOD= renames, and every rejection rule of docs/rename-rules.md.
 import json
 import os
 import sys

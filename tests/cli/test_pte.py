@@ -1063,7 +1063,7 @@ def usage_case(what, argv_of, target_of, names_of, known_bug=None):
 
 # KNOWN BUG: `pack xnnpack_conv.pte -o DIR --shard-format safetensors` exits 2 (right) with
 # "ptepack: error: --shard-format safetensors: .pte programs load their data from .ptd shards
-# only": the message names the option, not the .pte input it refuses (DESIGN.md: errors are
+# only": the message names the option, not the .pte input it refuses (README, exit codes: errors are
 # `ptepack: error: <file>: <what>`).
 usage_case("shard format safetensors", lambda i, o: [i["conv"], "-o", o, "--shard-format",
                                                      "safetensors"],

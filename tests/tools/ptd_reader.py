@@ -2,7 +2,7 @@
 """Independent .ptd (ExecuTorch FlatTensor) reader for cross-checking ptepack's writer.
 
 Python standard library only: the flatbuffer tables and vtables are parsed by hand from the
-schema facts in FORMATS.md section 2, so it shares no code with the C++ side (no flatc output,
+schema facts in docs/format-ptd.md, so it shares no code with the C++ side (no flatc output,
 no flatbuffers package). Prints one JSON object; exits 1 with a message on a malformed file.
 
 usage: ptd_reader.py FILE
@@ -19,7 +19,7 @@ SCALAR_TYPES = {
     17: "QUINT2X4", 22: "BITS16", 23: "FLOAT8E5M2", 24: "FLOAT8E4M3FN", 25: "FLOAT8E5M2FNUZ",
     26: "FLOAT8E4M3FNUZ", 27: "UINT16", 28: "UINT32", 29: "UINT64",
 }
-# FORMATS.md section 2: element sizes (packed sub-byte types count 1).
+# docs/format-ptd.md: element sizes (packed sub-byte types count 1).
 ELEMENT_SIZES = {
     "BYTE": 1, "CHAR": 1, "BOOL": 1, "QINT8": 1, "QUINT8": 1, "QUINT4X2": 1, "QUINT2X4": 1,
     "FLOAT8E5M2": 1, "FLOAT8E4M3FN": 1, "FLOAT8E5M2FNUZ": 1, "FLOAT8E4M3FNUZ": 1,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent .pte (ExecuTorch program) reader for cross-checking ptepack's rewriter.
 
-Python standard library only, written from the schema facts in FORMATS.md section 5 (no
+Python standard library only, written from the schema facts in docs/format-pte.md (no
 flatc output, no flatbuffers package, no code shared with the C++ side). The flatbuffer is
 walked by vtable slot: the root offset at byte 0, each table's vtable at `table - soffset`,
 field slot i at vtable offset 4 + 2*i, a union taking two slots (type, then value).
@@ -30,7 +30,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ptd_reader  # noqa: E402  (FlatTensor .ptd shards)
 
-# FORMATS.md section 2: ScalarType ids and element sizes, shared with the .ptd reader.
+# docs/format-ptd.md: ScalarType ids and element sizes, shared with the .ptd reader.
 SCALAR_TYPES = ptd_reader.SCALAR_TYPES
 ELEMENT_SIZES = ptd_reader.ELEMENT_SIZES
 
@@ -42,7 +42,7 @@ INSTRUCTION_ARGUMENTS = ["NONE", "KernelCall", "DelegateCall", "MoveCall", "Jump
                          "FreeCall"]
 UNIONS = {"KernelTypes": KERNEL_TYPES, "InstructionArguments": INSTRUCTION_ARGUMENTS}
 
-# The schema of FORMATS.md section 5, fields in declaration order. Kinds:
+# The schema of docs/format-pte.md, fields in declaration order. Kinds:
 #   ("scalar", struct format, default) | ("string",) | ("table", T) | ("vector", fmt)
 #   ("bytes",) = [ubyte] | ("tables", T) = [T] | ("union", U) (two slots)
 S = lambda fmt, default=0: ("scalar", fmt, default)  # noqa: E731
@@ -347,7 +347,7 @@ def fqn(tensor):
 
 
 def classify(tensor):
-    """'external', 'constant', 'mutable' or 'none' (FORMATS.md section 5, runtime rules 1-4)."""
+    """'external', 'constant', 'mutable' or 'none' (docs/format-pte.md, runtime rules 1-4)."""
     if location(tensor) == EXTERNAL:
         return "external"
     if tensor["data_buffer_idx"] > 0:
@@ -475,7 +475,7 @@ def delegate_blobs(parsed, data):
 
 
 def layout_problems(parsed, data):
-    """What a runtime or FORMATS.md's layout rules would object to, as strings."""
+    """What a runtime or docs/format-pte.md's layout rules would object to, as strings."""
     problems = []
     program, header = parsed["program"], parsed["header"]
     segments = program["segments"] or []

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent safetensors reader (Python stdlib only) that cross-checks ptepack's C++ reader.
 
-Written from the format description (FORMATS.md section 3), sharing no code with ptepack.
+Written from the format description (docs/format-safetensors.md), sharing no code with ptepack.
 Parses one safetensors file (or a byte range of a larger file, e.g. a .ptn member), validates
 it, and prints JSON:
 

@@ -36,7 +36,7 @@ struct Segment {
   uint64_t size = 0;
 };
 
-// Where a Tensor value's bytes live (FORMATS.md section 5, "How the runtime
+// Where a Tensor value's bytes live (docs/format-pte.md, "How the runtime
 // classifies a Tensor value").
 enum class Storage : uint8_t {
   none,              // planned memory or a runtime input: no stored bytes
@@ -143,7 +143,7 @@ struct Layout {
 };
 
 // Rewrites a program read by read(), keeping every field and its presence
-// except what the rules change (FORMATS.md section 5, "Rules for a rewritten
+// except what the rules change (docs/format-pte.md, "Rules for a rewritten
 // program"). Refuses (invalid_input) a program with not_rewritable reasons.
 [[nodiscard]] Layout rewrite(const Program& program, const Rewrite& rewrite);
 
