@@ -11,7 +11,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_common import Suite, load_json, read_file, snapshot  # noqa: E402
+from cli_common import ROOT, Suite, load_json, read_file, snapshot  # noqa: E402
 import pte_reader  # noqa: E402  (tests/tools is on sys.path through cli_common)
 import ptd_reader  # noqa: E402
 
@@ -259,6 +259,33 @@ def clashing_external_keys_are_qualified_not_a_conflict(ctx):
             original = key.split("@")[0]
             ctx.equal(data, programs[stem][original], f"{stem}: {key} holds its own bytes")
     ctx.check("a@adapter" in result.out, "the summary lists the qualified keys")
+
+
+@suite.test
+def the_one_data_file_recipe_gives_one_data_file(ctx):
+    """Two programs sharing some weights, uncapped: the default placement gives each more
+    than one shard, and the note's remedy, which the README and docs/format-pte.md give in
+    the same words, gives each exactly one."""
+    d = ctx.mkdir()
+    base = shutil.copy(os.path.join(ctx.data, "pte", STRESS + ".pte"), os.path.join(d, "base.pte"))
+    v1 = variant(ctx, d, "v1.pte", {0: 1})
+    out = os.path.join(d, "sets")
+    result = ctx.run_ok("pack", base, v1, "-o", out)
+    manifest = load_json(os.path.join(out, "manifest.json"))
+    ctx.check(all(len(p["shards"]) > 1 for p in manifest["programs"]),
+              "the default placement: more than one shard per program")
+    note = next((line for line in result.out.splitlines() if "needs 2 data files" in line), "")
+    ctx.require("(" in note and " for one)" in note, f"the note: {result.out}")
+    remedy = note[note.rindex("(") + 1:note.index(" for one)")]
+    for doc in ("README.md", os.path.join("docs", "format-pte.md")):
+        with open(os.path.join(ROOT, doc), encoding="utf-8") as handle:
+            text = " ".join(handle.read().split())
+        ctx.check(remedy in text, f"{doc} does not give the note's remedy {remedy!r}")
+    one = os.path.join(d, "one")
+    ctx.run_ok("pack", base, v1, "-o", one, *remedy.replace("pack with ", "").replace(
+        " and without --max-shard-bytes", "").split(), "-q")
+    manifest = load_json(os.path.join(one, "manifest.json"))
+    ctx.equal([len(p["shards"]) for p in manifest["programs"]], [1, 1], "the remedy")
 
 
 @suite.test
