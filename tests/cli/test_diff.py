@@ -35,6 +35,10 @@ def pack(ctx, programs, out, *options):
     return out
 
 
+def key_name(report):
+    return report["keys_changed"][0]["key"]
+
+
 @suite.test
 def identical_inputs_are_equivalent(ctx):
     d = ctx.mkdir()
@@ -84,6 +88,9 @@ def one_changed_tensor_names_that_key_and_its_shard(ctx):
     ctx.equal(j["keys_changed"][0]["changes"], ["bytes"], "what changed")
     ctx.equal((j["keys_added"], j["keys_removed"]), ([], []), "keys added/removed")
     ctx.equal(j["methods"], [], "methods")
+    # Every verdict of "differ" lists what differs, in `differences` as for .pte programs.
+    ctx.equal([(x["what"], x["text"]) for x in j["differences"]],
+              [("key", f"key '{key_name(j)}': bytes changed")], "differences")
     # The changed bytes live in exactly one shard of each side: that one is replaced.
     manifest_a = load_json(os.path.join(a, "manifest.json"))
     manifest_b = load_json(os.path.join(b, "manifest.json"))
@@ -121,6 +128,9 @@ def an_added_method_is_reported(ctx):
     ctx.check(all(k.startswith("decode/") or k.startswith("state/") for k in added),
               f"added keys: {added}")
     ctx.check(added, "decode's keys are added")
+    ctx.check(len(j["differences"]) >= 2 + len(added) and
+              {x["what"] for x in j["differences"]} == {"method", "key", "state"},
+              f"every change among the differences: {j['differences'][:4]}")
     back = ctx.run("diff", two, one)
     ctx.code(back, 1, "method removed")
     ctx.check("  - decode" in back.out, back.out)

@@ -248,6 +248,11 @@ def one_change_a_computation_could_show_makes_them_differ_bare_and_packed(ctx):
         text = ctx.run("diff", fixture(ctx, stem), path)
         ctx.code(text, 1, f"{what} (text)")
         ctx.check(expected in text.out, f"{what}: text report lacks {expected!r}:\n{text.out}")
+        # What changed leads the report, before the program and method summaries.
+        lines = text.out.splitlines()
+        ctx.check(len(lines) > 2 and lines[1].startswith("differences: ") and expected in
+                  "\n".join(lines[2:2 + len(texts(report))]),
+                  f"{what}: the report does not lead with what changed:\n{text.out}")
         original = os.path.join(d, "orig_dir")
         changed = os.path.join(d, "changed_dir")
         ctx.run_ok("pack", fixture(ctx, stem), "-o", original, "-q")

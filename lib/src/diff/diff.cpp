@@ -111,6 +111,26 @@ void diff_graphs(const Artifact& a, const Artifact& b, unsigned jobs, ArtifactDi
                       std::back_inserter(d.state_added));
   std::set_difference(left.state.begin(), left.state.end(), right.state.begin(), right.state.end(),
                       std::back_inserter(d.state_removed));
+  // Every verdict of "differ" lists what differs, in the one list every artifact kind has.
+  auto add = [&](std::string method, std::string what, std::string text) {
+    if (d.differences.size() >= ArtifactDiff::kMaxDifferences) {
+      ++d.differences_omitted;
+      return;
+    }
+    d.differences.push_back({"", std::move(method), std::move(what), std::move(text)});
+  };
+  for (const auto& m : d.methods) {
+    add(m.method, "method", fmt::format("method {}", change_name(m.change)));
+  }
+  for (const auto& k : d.keys) {
+    add("", "key", k.change == Change::changed
+                       ? fmt::format("key {}: {} changed", quote(k.key), fmt::join(k.changes, ", "))
+                       : fmt::format("key {} {}", quote(k.key), change_name(k.change)));
+  }
+  for (const auto& n : d.state_added) add("", "state", fmt::format("state key {} added", quote(n)));
+  for (const auto& n : d.state_removed) {
+    add("", "state", fmt::format("state key {} removed", quote(n)));
+  }
 }
 
 bool holds_pte(const Artifact& a) {

@@ -39,6 +39,17 @@ std::string render_diff_text(const ArtifactDiff& d) {
   std::string out;
   auto line = [&out](const std::string& text) { out += text_line(text); };
   line(fmt::format("{} -> {}: {}", d.a, d.b, d.equivalent() ? "equivalent" : "differ"));
+  // What changed leads; the summaries follow. Program graphs list it by key and
+  // method below, so their differences are not repeated here.
+  if (!d.differences.empty() && !d.programs.empty()) {
+    line(fmt::format("differences: {}", d.differences.size() + d.differences_omitted));
+    for (const auto& x : d.differences) {
+      const auto at = where(x.program, x.method);
+      line(at.empty() ? "  " + x.text : fmt::format("  {}: {}", at, x.text));
+    }
+    if (d.differences_omitted > 0)
+      line(fmt::format("  ... and {} more (not listed)", d.differences_omitted));
+  }
   if (!d.programs.empty()) {
     size_t added = 0;
     size_t removed = 0;
@@ -82,15 +93,6 @@ std::string render_diff_text(const ArtifactDiff& d) {
                      d.state_removed.size()));
     for (const auto& n : d.state_added) line("  + " + n);
     for (const auto& n : d.state_removed) line("  - " + n);
-  }
-  if (!d.differences.empty()) {
-    line(fmt::format("differences: {}", d.differences.size() + d.differences_omitted));
-    for (const auto& x : d.differences) {
-      const auto at = where(x.program, x.method);
-      line(at.empty() ? "  " + x.text : fmt::format("  {}: {}", at, x.text));
-    }
-    if (d.differences_omitted > 0)
-      line(fmt::format("  ... and {} more (not listed)", d.differences_omitted));
   }
   if (d.files) {
     const auto& f = *d.files;
