@@ -4,6 +4,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 
 #include "dump/dump_internal.h"
 #include "dump/graph_dot.h"
+#include "pte/merge_internal.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
 #include "ptepack/base/ordered_cursor.h"
@@ -100,7 +102,9 @@ std::vector<KeyRow> select_rows(std::vector<KeyRow> rows, const DumpOptions& o,
 }  // namespace
 
 // Counts and bytes of the shown rows per method, dtype and shard, and the `top` largest.
-Breakdown breakdown_of(const std::vector<KeyRow>& rows, const ProgramKeys& keys, size_t top) {
+Breakdown breakdown_of(
+    const std::vector<KeyRow>& rows, const ProgramKeys& keys, size_t top,
+    const std::map<std::string, std::vector<std::string>, std::less<>>& key_methods) {
   Breakdown b;
   auto count = [](Tally& t, uint64_t bytes) {
     ++t.keys;
@@ -111,6 +115,9 @@ Breakdown breakdown_of(const std::vector<KeyRow>& rows, const ProgramKeys& keys,
     count(b.by_dtype[std::string(dtype_name(r.data->dtype))], bytes);
     if (const auto* use = keys.find(*r.key); use != nullptr) {
       for (const auto m : keys.methods(*use)) count(b.by_method[std::string(m)], bytes);
+    }
+    if (auto it = key_methods.find(*r.key); it != key_methods.end()) {
+      for (const auto& m : it->second) count(b.by_method[m], bytes);
     }
     if (!r.shard.empty()) count(b.by_shard[std::string(r.shard)], bytes);
     b.largest.push_back(&r);
@@ -201,9 +208,17 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
   uint64_t saved = referenced_bytes + unreferenced_bytes > stored_bytes
                        ? referenced_bytes + unreferenced_bytes - stored_bytes
                        : 0;
-  if (!options.method.empty() && artifact.program) {
-    std::vector<std::string_view> names;
-    for (const auto& m : access::methods(artifact.program.root())) names.push_back(access::name(m));
+  if (!options.method.empty() && (artifact.program || !artifact.pte_programs.empty())) {
+    std::vector<std::string> names;
+    if (artifact.program) {
+      for (const auto& m : access::methods(artifact.program.root()))
+        names.emplace_back(access::name(m));
+    }
+    for (const auto& p : artifact.pte_programs) {
+      for (const auto& plan : p.program.plans) {
+        if (std::find(names.begin(), names.end(), plan) == names.end()) names.push_back(plan);
+      }
+    }
     if (std::find(names.begin(), names.end(), options.method) == names.end()) {
       fail(ErrorCode::usage, "{}: no method {} (methods: {})", artifact.name, quote(options.method),
            fmt::join(names, ", "));
@@ -260,6 +275,29 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
                               unreferenced_bytes,
                               unreferenced_keys,
                               saved};
+  for (const auto& p : artifact.pte_programs) {
+    // Its named data: its own, the manifest's list for it, or its data files' other keys.
+    std::set<std::string> named;
+    for (const auto& e : p.program.named_data) named.insert(e.key);
+    if (p.named_keys) {
+      named.insert(p.named_keys->begin(), p.named_keys->end());
+    } else {
+      std::set<std::string_view> external;
+      for (const auto& t : p.program.tensors) {
+        if (t.storage == pte::Storage::external) external.insert(t.fqn);
+      }
+      for (const auto& [key, d] : artifact.data) {
+        if (!external.count(key)) named.insert(key);
+      }
+    }
+    for (uint32_t plan = 0; plan < p.program.plans.size(); ++plan) {
+      std::set<std::string> read = pte::detail::keys_named_by_plan(p.program, plan, named);
+      for (const auto& t : p.program.tensors) {
+        if (t.plan == plan && t.storage == pte::Storage::external) read.insert(t.fqn);
+      }
+      for (const auto& key : read) context.key_methods[key].push_back(p.program.plans[plan]);
+    }
+  }
   if (options.json) {
     detail::render_json(context, out);
   } else {

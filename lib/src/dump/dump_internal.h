@@ -99,6 +99,9 @@ struct DumpContext {
   uint64_t unreferenced_bytes = 0;
   uint64_t unreferenced_keys = 0;
   uint64_t saved = 0;
+  // .pte programs: the methods that read each key (EXTERNAL tensors, and named
+  // data their delegates name), for --summary's section by method.
+  std::map<std::string, std::vector<std::string>, std::less<>> key_methods = {};
 
   // A row's SHA-256 as hex: the manifest's, or computed; empty when there is
   // none (a key the manifest does not list, or --no-hash).
@@ -107,8 +110,9 @@ struct DumpContext {
 
 [[nodiscard]] std::string shape_text(const Shape& shape);
 [[nodiscard]] std::string file_of(const KeyRow& r);
-[[nodiscard]] Breakdown breakdown_of(const std::vector<KeyRow>& rows, const ProgramKeys& keys,
-                                     size_t top);
+[[nodiscard]] Breakdown breakdown_of(
+    const std::vector<KeyRow>& rows, const ProgramKeys& keys, size_t top,
+    const std::map<std::string, std::vector<std::string>, std::less<>>& key_methods);
 
 void render_json(const DumpContext& c, Sink& out);
 void render_text(const DumpContext& c, Sink& out);

@@ -122,8 +122,9 @@ void write_method(JsonWriter& w, const nb::Method& m, bool graph, Sink& out) {
   out.add(w.take());
 }
 
-ordered breakdown_json(const std::vector<KeyRow>& rows, const ProgramKeys& keys, size_t top) {
-  auto b = breakdown_of(rows, keys, top);
+ordered breakdown_json(const std::vector<KeyRow>& rows, const ProgramKeys& keys, size_t top,
+                          const DumpContext& context) {
+  auto b = breakdown_of(rows, keys, top, context.key_methods);
   auto tallies = [](const std::map<std::string, Tally>& map) {
     ordered list = ordered::array();
     for (const auto& [name, t] : map)
@@ -170,7 +171,7 @@ void render_json(const DumpContext& context, Sink& out) {
   w.field("artifact", artifact.name);
   if (options.summary) {
     w.key("breakdown");
-    w.dom(breakdown_json(rows, keys, options.top));
+    w.dom(breakdown_json(rows, keys, options.top, context));
   }
   const auto* manifest = artifact.manifest ? &*artifact.manifest : nullptr;
   if (manifest) w.field("cap_mode", manifest->cap_mode);

@@ -14,8 +14,9 @@
 namespace ptepack::detail {
 namespace {
 
-std::string breakdown_text(const std::vector<KeyRow>& rows, const ProgramKeys& keys, size_t top) {
-  auto b = breakdown_of(rows, keys, top);
+std::string breakdown_text(const std::vector<KeyRow>& rows, const ProgramKeys& keys, size_t top,
+                          const DumpContext& context) {
+  auto b = breakdown_of(rows, keys, top, context.key_methods);
   std::string out = text_line(fmt::format("\nsummary of {} tensors", rows.size()));
   auto section = [&out](std::string_view title, const std::map<std::string, Tally>& map) {
     if (map.empty()) return;
@@ -144,7 +145,7 @@ void render_text(const DumpContext& context, Sink& out) {
     for (const auto& s : artifact.manifest->shards)
       shard_number.emplace(s.file, shard_number.size() + 1);
   }
-  if (options.summary) out.add(breakdown_text(rows, keys, options.top));
+  if (options.summary) out.add(breakdown_text(rows, keys, options.top, context));
   if (!options.no_tensors && !options.summary) {
     line(rows.size() == total_keys ? fmt::format("\ntensors: {}", rows.size())
                                    : fmt::format("\ntensors: {} of {}", rows.size(), total_keys));

@@ -258,7 +258,8 @@ ProgramDump dump_programs(const ProgramSet& set, bool graph, unsigned jobs) {
     line(fmt::format("  tensor bytes: {} in the program, {} in data files", human_bytes(inside),
                      human_bytes(external)));
     if (auto it = entries.find(pf.file); it != entries.end()) {
-      pj["data_files"] = it->second->shards;
+      pj["shards"] = it->second->shards;      // the manifest's and pack --json's name
+      pj["data_files"] = it->second->shards;  // deprecated: the old name, one version more
       line(fmt::format("  data files (load in this order): {}",
                        it->second->shards.empty()
                            ? std::string("none")
