@@ -75,5 +75,28 @@ def the_project_cites_its_own_documentation(ctx):
     ctx.check("docs/format-pte.md" in result.stdout, result.stdout[:300])
 
 
+@suite.test
+def a_bare_pte_reports_its_own_constants_and_named_data(ctx):
+    path = fixture(ctx, "xnnpack_stress_mlp")
+    parsed, blob = pte_reader.load(path)
+    named = pte_reader.named_data(parsed, blob)
+    constants = {(c["plan"], c["data_buffer_idx"]): len(c["bytes"])
+                 for c in pte_reader.stored_constants(parsed, blob)}
+    count = len(named) + len(constants)
+    total = sum(len(b) for _, b in named) + sum(constants.values())
+    doc = ctx.run_ok("dump", path, "--json").json()
+    ctx.equal(len(doc["tensors"]), count, "dump --json: one row per constant buffer and entry")
+    ctx.equal(doc["summary"]["referenced_bytes"], total, "dump --json: bytes referenced")
+    text = ctx.run_ok("dump", path).out
+    ctx.check(f"\ntensors: {count}\n" in text, "dump: the tensor count")
+    summary = ctx.run_ok("dump", path, "--summary").out
+    ctx.check(f"summary of {count} tensors" in summary, summary[-400:])
+    keyed = ctx.run_ok("dump", path, "--key", "forward/*", "--json").json()
+    ctx.equal(len(keyed["tensors"]), len(constants), "--key forward/* keeps the constants")
+    result = ctx.run_ok("verify", path, "--json").json()
+    ctx.equal((result["tensors_checked"], result["bytes_hashed"]), (count, total),
+              "verify counts and hashes them")
+
+
 if __name__ == "__main__":
     suite.main()

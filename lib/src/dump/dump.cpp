@@ -160,8 +160,16 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
 
   // One row per key with data, plus referenced keys that have none (state buffers).
   // Every table here is ordered by key, and the rows come in key order.
+  // A bare .pte: its own constants and named data are rows too, beside its data files'.
+  TensorTable with_own;
+  const TensorTable* table = &artifact.data;
+  if (artifact.kind == ArtifactKind::pte && artifact.pte_programs.size() == 1) {
+    with_own = own_tensors(artifact.pte_programs.front().program);
+    for (const auto& [key, data] : artifact.data) with_own.insert_or_assign(key, data);  // files win
+    table = &with_own;
+  }
   std::vector<KeyRow> rows;
-  rows.reserve(artifact.data.size());
+  rows.reserve(table->size());
   OrderedCursor mutated(mutated_keys);
   auto use = keys.uses().begin();
   auto referenced = [&](const std::string& key) {
@@ -171,7 +179,7 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
   OrderedCursor aliases(artifact.aliases);
   const std::map<std::string, ManifestTensor> no_manifest;
   OrderedCursor listed(artifact.manifest ? artifact.manifest->tensors : no_manifest);
-  for (const auto& [key, data] : artifact.data) {
+  for (const auto& [key, data] : *table) {
     KeyRow row{
         &key, &data, nullptr, {}, {}, mutated.contains(key), !artifact.program || referenced(key)};
     if (auto it = aliases.find(key); it != aliases.end()) row.alias_of = it->second;

@@ -293,4 +293,35 @@ ProgramDump dump_programs(const ProgramSet& set, bool graph, unsigned jobs) {
   return out;
 }
 
+TensorTable own_tensors(const pte::Program& program) {
+  TensorTable out;
+  for (const auto& t : program.tensors) {
+    if (t.storage != pte::Storage::constant_segment && t.storage != pte::Storage::constant_buffer) {
+      continue;
+    }
+    const std::string& plan = program.plans[t.plan];
+    std::string name = t.fqn.empty() ? fmt::format("constant_{}", t.buffer_index) : t.fqn;
+    std::string key = name.starts_with(plan + "/") ? name : plan + "/" + name;
+    TensorData d;
+    d.dtype = t.dtype;
+    d.shape = t.shape;
+    d.bytes = t.bytes;
+    d.dim_order = normalized_dim_order(t.dim_order);
+    auto [it, fresh] = out.emplace(key, d);
+    const auto& first = it->second;
+    if (!fresh && (first.dtype != d.dtype || first.shape != d.shape ||
+                   first.bytes.offset != d.bytes.offset || first.bytes.size != d.bytes.size)) {
+      out.emplace(fmt::format("{}.v{}", key, t.value), d);  // one buffer read another way
+    }
+  }
+  for (const auto& nd : program.named_data) {
+    TensorData d;
+    d.shape = {static_cast<int64_t>(nd.bytes.size)};
+    d.bytes = nd.bytes;
+    d.opaque = true;
+    out.emplace(nd.key, std::move(d));
+  }
+  return out;
+}
+
 }  // namespace ptepack

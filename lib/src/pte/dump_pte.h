@@ -27,4 +27,10 @@ struct ProgramSet {
 
 [[nodiscard]] ProgramDump dump_programs(const ProgramSet& set, bool graph, unsigned jobs);
 
+// The tensors a program holds itself, by the keys pack gives them when it moves
+// them out (docs/rename-rules.md, ".pte programs" 1-3: `<method>/<name>`, `.v<value>`
+// for another layout of one buffer), and its named data by key: what dump and
+// verify count and hash for a bare .pte.
+[[nodiscard]] TensorTable own_tensors(const pte::Program& program);
+
 }  // namespace ptepack

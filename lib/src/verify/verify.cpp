@@ -11,6 +11,7 @@
 
 #include "graph/program_checks.h"
 #include "pte/data_checks.h"
+#include "pte/dump_pte.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
 #include "ptepack/containers/flat_tensor.h"
@@ -184,6 +185,12 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
   if (external || !files.empty()) {
     check_program_data(program, file->name(), files, {}, false, problems);
   }
+  // Its own constants and named data are read whole too (their bounds were checked).
+  std::vector<ByteRange> own;
+  for (const auto& [key, t] : own_tensors(program)) own.push_back(t.bytes);
+  (void)hash_ranges(own, options.jobs);
+  report.tensors_checked += own.size();
+  for (const auto& r : own) report.bytes_hashed += r.size;
 }
 
 }  // namespace
