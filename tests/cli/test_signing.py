@@ -151,6 +151,30 @@ def flip(path, offset=-1):
 
 
 @suite.test
+def a_correctly_signed_but_inconsistent_payload_is_refused(ctx):
+    """Bundles a key really signed, whose payloads are wrong: the subject's digest not that of
+    the resources, and a release file left out of the resources."""
+    private, public = keys(ctx)
+    with open(private, "rb") as handle:
+        key = oms_tool.serialization.load_pem_private_key(handle.read(), None)
+    out = release(ctx)
+    files = oms_tool.files_of(out, ["model.sig"] + oms_tool.GIT)
+    ignore = ["model.sig"] + oms_tool.GIT
+    wrong_subject = oms_tool.statement("rel", files, ignore)
+    wrong_subject["subject"][0]["digest"]["sha256"] = "0" * 64
+    missing = oms_tool.statement("rel", [f for f in files if not f[0].endswith(".ptd")], ignore)
+    for what, doc, needle in (("subject digest", wrong_subject, "the subject's digest"),
+                              ("a file left out", missing, "is not signed")):
+        bundle = oms_tool.bundle_of(json.dumps(doc).encode(), key)
+        path = os.path.join(ctx.mkdir("sig"), "model.sig")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(bundle)
+        result = ctx.run("verify", out, "--public-key", public, "--signature", path)
+        ctx.code(result, 1, what)
+        ctx.check(needle in result.err, f"{what}: {needle!r} not in {result.err!r}")
+
+
+@suite.test
 def every_tampering_fails_both_verifiers(ctx):
     private, public = keys(ctx)
     _, other_public = keys(ctx, "other")
