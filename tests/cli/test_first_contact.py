@@ -98,5 +98,50 @@ def a_bare_pte_reports_its_own_constants_and_named_data(ctx):
               "verify counts and hashes them")
 
 
+@suite.test
+def a_program_inside_a_packed_directory_finds_its_shards(ctx):
+    """DIR/prog.pte without @DATA loads the shards the manifest lists for it."""
+    out = two_programs(ctx)
+    manifest = load_json(os.path.join(out, "manifest.json"))
+    entry = next(p for p in manifest["programs"] if p["file"] == "xnnpack_conv.pte")
+    ctx.require(entry["shards"], "xnnpack_conv.pte has shards in the manifest")
+    program = os.path.join(out, "xnnpack_conv.pte")
+    text = ctx.run_ok("dump", program).out
+    ctx.check("data files listed for it in" in text and all(s in text for s in entry["shards"]),
+              f"dump names where the data came from: {text[:400]}")
+    ctx.check("in data files" in text and "\ntensors: 0\n" not in text, "dump reads the shards")
+    result = ctx.run_ok("verify", program, "--json").json()
+    ctx.equal(result["files_checked"], 1 + len(entry["shards"]), "verify reads the listed shards")
+    diff = ctx.run("diff", program, fixture(ctx, "xnnpack_conv"))
+    ctx.code(diff, 0, "the packed program computes what its source does")
+    ctx.check("equivalent" in diff.out and "data files listed for it" in diff.out, diff.out)
+    # The shards are what it is checked against: one missing is an error naming it.
+    os.remove(os.path.join(out, entry["shards"][0]))
+    broken = ctx.run("verify", program)
+    ctx.check(broken.code not in (0, 134, 139), f"verify without its shard: {broken.code}")
+    ctx.check(entry["shards"][0] in broken.err, f"the missing shard is named: {broken.err}")
+
+
+@suite.test
+def the_documented_loader_one_liner_prints_paths(ctx):
+    text = open(os.path.join(ROOT, "docs", "format-pte.md"), encoding="utf-8").read()
+    line = next((l for l in text.splitlines() if l.startswith("python3 -c ")), None)
+    ctx.require(line and line.endswith(" DIR model.pte"), "docs/format-pte.md has the one-liner")
+    out = two_programs(ctx)
+    manifest = load_json(os.path.join(out, "manifest.json"))
+    entry = next(p for p in manifest["programs"] if p["file"] == "xnnpack_conv.pte")
+    command = line[:-len(" DIR model.pte")]
+    found = subprocess.run(["sh", "-c", f"{command} \"$0\" \"$1\"", out, "xnnpack_conv.pte"],
+                           capture_output=True, text=True)
+    ctx.equal(found.returncode, 0, f"one-liner: {found.stderr}")
+    ctx.equal(found.stdout.split(), [os.path.join(out, s) for s in entry["shards"]],
+              "the shard paths, in the manifest's order")
+    wrong = subprocess.run(["sh", "-c", f"{command} \"$0\" \"$1\"", out, "nosuch.pte"],
+                           capture_output=True, text=True)
+    ctx.equal(wrong.returncode, 1, "a wrong program name exits 1")
+    ctx.check(len(wrong.stderr.strip().splitlines()) == 1 and "nosuch.pte" in wrong.stderr
+              and "xnnpack_conv.pte" in wrong.stderr, f"one line naming the programs: {wrong.stderr}")
+
+
 if __name__ == "__main__":
     suite.main()

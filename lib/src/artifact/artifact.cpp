@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <exception>
 
+#include <fmt/ranges.h>
+
 #include "ptepack/base/error.h"
 #include "ptepack/base/parallel.h"
 #include "ptepack/containers/flat_tensor.h"
@@ -203,13 +205,11 @@ void load_pte(Artifact& a, const fs::path& path, const std::vector<fs::path>& da
   a.kind = ArtifactKind::pte;
   ProgramFile entry{path.filename().string(), pte::read(InputFile::open(path)), std::nullopt};
   std::vector<fs::path> sources = data_paths;
-  bool external = std::any_of(entry.program.tensors.begin(), entry.program.tensors.end(),
-                              [](const auto& t) { return t.storage == pte::Storage::external; });
-  if (sources.empty() && use_default_data && external) {
-    auto candidate = path;
-    candidate.replace_extension(".ptd");
-    std::error_code ec;
-    if (fs::exists(candidate, ec)) sources.push_back(candidate);
+  if (sources.empty() && use_default_data) {
+    auto found = default_program_data(path, entry.program);
+    sources = std::move(found.files);
+    entry.named_keys = std::move(found.named_keys);
+    if (found.note) a.notes.push_back(std::move(*found.note));
   }
   for (const auto& source : sources) {
     auto head = head_of(source);
@@ -223,6 +223,42 @@ void load_pte(Artifact& a, const fs::path& path, const std::vector<fs::path>& da
 }
 
 }  // namespace
+
+DefaultProgramData default_program_data(const fs::path& pte_path, const pte::Program& program) {
+  DefaultProgramData out;
+  std::error_code ec;
+  const auto dir = pte_path.parent_path().empty() ? fs::path(".") : pte_path.parent_path();
+  const auto manifest_path = dir / "manifest.json";
+  if (fs::is_regular_file(manifest_path, ec)) {
+    auto file = InputFile::open(manifest_path);
+    if (file->size() <= Limits::max_manifest_bytes) {
+      auto bytes = file->read_range(0, file->size());
+      const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      if (manifest_version(text) == static_cast<uint64_t>(kManifestProgramsVersion)) {
+        const auto m = parse_manifest(text, manifest_path.string());
+        const auto name = pte_path.filename().string();
+        for (const auto& entry : m.programs) {
+          if (entry.file != name) continue;
+          for (const auto& shard : entry.shards) out.files.push_back(dir / shard);
+          out.named_keys = entry.named_data;
+          out.note = entry.shards.empty()
+                         ? fmt::format("no data files listed for it in {}", manifest_path.string())
+                         : fmt::format("data files listed for it in {}: {}",
+                                       manifest_path.string(), fmt::join(entry.shards, ", "));
+          return out;
+        }
+      }
+    }
+  }
+  const bool external = std::any_of(program.tensors.begin(), program.tensors.end(),
+                                    [](const auto& t) { return t.storage == pte::Storage::external; });
+  if (external) {
+    auto candidate = pte_path;
+    candidate.replace_extension(".ptd");
+    if (fs::exists(candidate, ec)) out.files.push_back(candidate);
+  }
+  return out;
+}
 
 std::string_view artifact_kind_name(ArtifactKind kind) {
   switch (kind) {

@@ -169,6 +169,9 @@ ArtifactDiff diff_artifacts(const DiffSide& a, const DiffSide& b, unsigned jobs,
   ArtifactDiff d;
   d.a = left.name;
   d.b = right.name;
+  for (const auto* side : {&left, &right}) {
+    for (const auto& note : side->notes) d.notes.push_back(fmt::format("{}: {}", side->name, note));
+  }
   if (method) {
     for (const auto* side : {&left, &right}) {
       if (!holds_pte(*side)) {

@@ -103,6 +103,7 @@ void render_text(const DumpContext& context, Sink& out) {
   auto sha256_of = [&context](size_t i) { return context.sha256_of(i); };
   auto line = [&out](const std::string& text) { out.add(text_line(text)); };
   line(fmt::format("{} ({})", artifact.name, artifact_kind_name(artifact.kind)));
+  for (const auto& note : artifact.notes) line("  " + note);
   out.add(programs.text);
   if (artifact.program) {
     const auto methods = access::methods(artifact.program.root());

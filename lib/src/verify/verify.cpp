@@ -161,11 +161,11 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
   const bool external =
       std::any_of(program.tensors.begin(), program.tensors.end(),
                   [](const auto& t) { return t.storage == pte::Storage::external; });
-  if (sources.empty() && external) {
-    auto candidate = file->path();
-    candidate.replace_extension(".ptd");
-    std::error_code ec;
-    if (fs::exists(candidate, ec)) sources.push_back(candidate);
+  std::vector<std::string> named_keys;
+  if (sources.empty()) {
+    auto found = default_program_data(file->path(), program);
+    sources = std::move(found.files);
+    if (found.named_keys) named_keys = std::move(*found.named_keys);
   }
   std::vector<TensorTable> tables(sources.size());
   std::vector<DataFile> files;
@@ -183,7 +183,7 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
     files.push_back({name, &tables[i]});
   }
   if (external || !files.empty()) {
-    check_program_data(program, file->name(), files, {}, false, problems);
+    check_program_data(program, file->name(), files, named_keys, false, problems);
   }
   // Its own constants and named data are read whole too (their bounds were checked).
   std::vector<ByteRange> own;

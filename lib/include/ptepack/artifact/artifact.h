@@ -39,6 +39,7 @@ struct Artifact {
   std::map<std::string, std::string> aliases;  // alias key -> owner key
   std::optional<Manifest> manifest;            // directory artifacts
   std::vector<std::string> data_files;         // data sources read (program artifacts)
+  std::vector<std::string> notes;              // how the data files were found, when not given
 };
 
 // How a program graph is kept: the checked flatbuffer, read in place (dump,
@@ -53,6 +54,19 @@ enum class ProgramForm { buffer, tree };
                                      const std::vector<std::filesystem::path>& data_paths = {},
                                      bool use_default_data = true,
                                      ProgramForm form = ProgramForm::buffer);
+
+// The data files a .pte program is loaded with when none are given (PATH
+// without @DATA), the one rule dump, verify, diff and pack share: a program
+// inside a packed directory whose manifest lists it loads the shards listed for
+// it (and reads the named data listed for it); any other program with EXTERNAL
+// tensors, the same-stem .ptd beside it when there is one.
+struct DefaultProgramData {
+  std::vector<std::filesystem::path> files;
+  std::optional<std::vector<std::string>> named_keys;  // from the manifest's record
+  std::optional<std::string> note;                      // where they came from, when a manifest
+};
+[[nodiscard]] DefaultProgramData default_program_data(const std::filesystem::path& pte_path,
+                                                      const pte::Program& program);
 
 // Reads one data file (.safetensors, *.safetensors.index.json or .ptd) into a table.
 [[nodiscard]] TensorTable load_data_file(const std::filesystem::path& path);
