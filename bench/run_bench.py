@@ -163,8 +163,9 @@ def refill_ballast(nbytes):
     """Writes `nbytes` of anonymous memory and frees it again (untimed), so the pages a timed
     write then takes for the page cache were just touched. On a VM that hands freed guest
     memory back to the host, new pages otherwise fault in from the host during the timed
-    command (docs/performance.md: cp's bimodal times). Never takes the last BALLAST_RESERVE of
-    free memory, so it cannot evict the warm inputs. Returns the bytes touched."""
+    command (docs/performance-history.md: cp's bimodal times). Never takes the last
+    BALLAST_RESERVE of free memory, so it cannot evict the warm inputs. Returns the bytes
+    touched."""
     nbytes = min(nbytes, max(0, meminfo_kib("MemFree") * 1024 - BALLAST_RESERVE))
     nbytes -= nbytes % BALLAST_CHUNK
     if nbytes <= 0:
