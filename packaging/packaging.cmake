@@ -1,29 +1,65 @@
 # Debian packages from the build (scripts/package.sh; `cpack -G DEB` in a build directory):
-#   ptepack      the CLI (stripped), ptepack(1) generated from its --help texts, the JSON
-#                and FlatBuffers schemas under /usr/share/ptepack/schema/; Depends: computed
-#                from its shared libraries by dpkg-shlibdeps
+#   ptepack      the CLI (stripped), its manual page ptepack(1), the JSON and FlatBuffers
+#                schemas under /usr/share/ptepack/schema/, README.md as its documentation;
+#                Depends: computed from its shared libraries by dpkg-shlibdeps
 #   ptepack-dev  libptepack.a, its headers (the generated FlatBuffers headers included) and
 #                the CMake package for find_package(ptepack); Depends: the -dev packages the
 #                headers include, FlatBuffers pinned to the version that generated them
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
+set(PTEPACK_HOMEPAGE "https://github.com/ptepack/ptepack")
+
+# ptepack(1), written by hand (packaging/ptepack.1.in; CTest `manpage` holds it to every
+# command's --help and to README.md's exit codes). configure_file fills in the version, the
+# date of the newest packaging/changelog entry and the installed paths; gzip_file.py
+# compresses it without a name or time, so the same bytes each build.
+set(PTEPACK_CHANGELOG_FILE ${CMAKE_CURRENT_SOURCE_DIR}/packaging/changelog)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PTEPACK_CHANGELOG_FILE})
+file(STRINGS ${PTEPACK_CHANGELOG_FILE} PTEPACK_CHANGELOG_DATE REGEX "^ -- " LIMIT_COUNT 1)
+if(NOT PTEPACK_CHANGELOG_DATE MATCHES ", ([0-9][0-9]) ([A-Z][a-z][a-z]) ([0-9][0-9][0-9][0-9]) ")
+  message(FATAL_ERROR "packaging/changelog: no dated entry for ptepack(1)")
+endif()
+set(PTEPACK_MAN_DAY ${CMAKE_MATCH_1})
+set(PTEPACK_MAN_YEAR ${CMAKE_MATCH_3})
+set(PTEPACK_MONTHS Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec)
+list(FIND PTEPACK_MONTHS ${CMAKE_MATCH_2} PTEPACK_MAN_MONTH)
+math(EXPR PTEPACK_MAN_MONTH "${PTEPACK_MAN_MONTH} + 1" OUTPUT_FORMAT DECIMAL)
+if(PTEPACK_MAN_MONTH LESS 10)
+  set(PTEPACK_MAN_MONTH 0${PTEPACK_MAN_MONTH})
+endif()
+set(PTEPACK_MAN_DATE ${PTEPACK_MAN_YEAR}-${PTEPACK_MAN_MONTH}-${PTEPACK_MAN_DAY})
+set(PTEPACK_MAN_SCHEMA_DIR ${CMAKE_INSTALL_FULL_DATADIR}/ptepack/schema)
+set(PTEPACK_MAN_DOC_DIR ${CMAKE_INSTALL_FULL_DATADIR}/doc/ptepack)
+set(PTEPACK_MAN_HOMEPAGE ${PTEPACK_HOMEPAGE})
+configure_file(${CMAKE_CURRENT_SOURCE_DIR}/packaging/ptepack.1.in
+               ${CMAKE_CURRENT_BINARY_DIR}/ptepack.1 @ONLY)
 set(PTEPACK_MAN ${CMAKE_CURRENT_BINARY_DIR}/ptepack.1.gz)
 add_custom_command(OUTPUT ${PTEPACK_MAN}
-  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/packaging/gen_manpage.py
-          $<TARGET_FILE:ptepack_cli> ${PTEPACK_MAN}
-  DEPENDS ptepack_cli ${CMAKE_CURRENT_SOURCE_DIR}/packaging/gen_manpage.py
-  COMMENT "ptepack(1) from the --help texts" VERBATIM)
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/packaging/gzip_file.py
+          ${CMAKE_CURRENT_BINARY_DIR}/ptepack.1 ${PTEPACK_MAN}
+  DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/ptepack.1
+          ${CMAKE_CURRENT_SOURCE_DIR}/packaging/gzip_file.py
+  COMMENT "ptepack(1)" VERBATIM)
 add_custom_target(ptepack_manpage ALL DEPENDS ${PTEPACK_MAN})
 install(FILES ${PTEPACK_MAN} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT cli)
 
 # Debian's documentation files for each package: the copyright and the changelog (gzipped
-# without a name or time, so the same bytes each build).
+# without a name or time, so the same bytes each build); the CLI's also README.md (gzipped
+# alike), which ptepack(1) names under SEE ALSO.
 set(PTEPACK_CHANGELOG ${CMAKE_CURRENT_BINARY_DIR}/changelog.Debian.gz)
 add_custom_command(OUTPUT ${PTEPACK_CHANGELOG}
   COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/packaging/gzip_file.py
-          ${CMAKE_CURRENT_SOURCE_DIR}/packaging/changelog ${PTEPACK_CHANGELOG}
-  DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/packaging/changelog
+          ${PTEPACK_CHANGELOG_FILE} ${PTEPACK_CHANGELOG}
+  DEPENDS ${PTEPACK_CHANGELOG_FILE}
+          ${CMAKE_CURRENT_SOURCE_DIR}/packaging/gzip_file.py VERBATIM)
+set(PTEPACK_README ${CMAKE_CURRENT_BINARY_DIR}/README.md.gz)
+add_custom_command(OUTPUT ${PTEPACK_README}
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/packaging/gzip_file.py
+          ${CMAKE_CURRENT_SOURCE_DIR}/README.md ${PTEPACK_README}
+  DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/README.md
           ${CMAKE_CURRENT_SOURCE_DIR}/packaging/gzip_file.py VERBATIM)
 add_custom_target(ptepack_changelog ALL DEPENDS ${PTEPACK_CHANGELOG})
+add_custom_target(ptepack_readme ALL DEPENDS ${PTEPACK_README})
+install(FILES ${PTEPACK_README} DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/ptepack COMPONENT cli)
 foreach(pair cli:ptepack dev:ptepack-dev)
   string(REPLACE ":" ";" pair ${pair})
   list(GET pair 0 component)
@@ -44,7 +80,7 @@ set(CPACK_COMPONENTS_ALL cli dev)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS
     OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
-set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://github.com/ptepack/ptepack")
+set(CPACK_DEBIAN_PACKAGE_HOMEPAGE ${PTEPACK_HOMEPAGE})
 set(CPACK_DEBIAN_CLI_PACKAGE_NAME ptepack)
 set(CPACK_DEBIAN_CLI_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_CLI_PACKAGE_SHLIBDEPS ON)

@@ -10,6 +10,7 @@ packages=(
   graphviz  # the tests render every `dump --graph=dot` with Graphviz's own dot
   python3-venv python3-setuptools python3-wheel  # the Python module's documented install
   dpkg-dev file man-db  # the Debian packages: cpack's dpkg-shlibdeps, and their checks
+  groff-base bsdextrautils  # ptepack(1)'s check: groff -ww, col -b (man-db pulls them in too)
 )
 if [[ "${PTEPACK_WITH_FUZZ:-0}" == 1 ]]; then
   packages+=(clang libclang-rt-14-dev)

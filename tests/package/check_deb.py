@@ -2,7 +2,8 @@
 # The Debian packages from files only: each .deb unpacked with dpkg-deb -x into a scratch
 # folder (never installed), its Depends: read with dpkg-deb -f and checked, then the unpacked
 # ptepack runs --version, packs the bundled example and a real ExecuTorch program, and
-# verifies them; man finds its page; the schemas and Debian's doc files are where they belong.
+# verifies them; man finds its page; the schemas and Debian's doc files (and the CLI's README,
+# which its page names) are where they belong.
 # Usage: check_deb.py --cpack-config BUILD/CPackConfig.cmake --examples DIR --data DIR
 #        (builds the packages with cpack into a scratch folder) or --debs DIR (already built).
 import argparse
@@ -80,9 +81,10 @@ def main():
         schemas = os.path.join(root, "usr", "share", "ptepack", "schema")
         for name in ("pack.schema.json", "manifest.schema.json", "flat_tensor.fbs"):
             check(os.path.isfile(os.path.join(schemas, name)), f"schema {name} installed")
-        for package in ("ptepack", "ptepack-dev"):
+        for package, names in (("ptepack", ("copyright", "changelog.Debian.gz", "README.md.gz")),
+                               ("ptepack-dev", ("copyright", "changelog.Debian.gz"))):
             doc = os.path.join(root, "usr", "share", "doc", package)
-            for name in ("copyright", "changelog.Debian.gz"):
+            for name in names:
                 check(os.path.isfile(os.path.join(doc, name)), f"{package}: {name}")
         for header in ("ptepack/pack/pack.h", "ptepack/schema/program_generated.h"):
             check(os.path.isfile(os.path.join(root, "usr", "include", header)),
