@@ -40,7 +40,8 @@ Action add_pack(CLI::App& app) {
                   "Threads for reading inputs, hashing and writing (default: all cores)");
   cmd->add_option("--max-shard-bytes", args->max_shard_bytes,
                   "Cap per shard, e.g. 256MiB, 1.5GB, '64 kb' (K/M/G/T: powers of 1000, "
-                  "KiB/MiB/GiB/TiB: powers of 1024; default: no cap)");
+                  "KiB/MiB/GiB/TiB: powers of 1024; none: no cap; default: no cap, or the "
+                  "cap recorded by a lone packed directory input)");
   cmd->add_option("--cap-mode", args->cap_mode, "What the cap bounds: file (whole file) or payload")
       ->check(CLI::IsMember({"file", "payload"}));
   cmd->add_option("--shard-format", args->shard_format, "Shard format: ptd or safetensors")
@@ -96,7 +97,7 @@ Action add_pack(CLI::App& app) {
   auto* merge_option = cmd->get_option("--merge");
   auto* sign_option = cmd->get_option("--sign");
   auto* release_option = cmd->get_option("--release");
-  return [args, directory_only, progress, base_option, merge_option, sign_option,
+  return [args, cmd, directory_only, progress, base_option, merge_option, sign_option,
           release_option] {
     auto& o = args->options;
     const OutputKind kind = output_kind(o.output);
@@ -106,8 +107,13 @@ Action add_pack(CLI::App& app) {
              output_kind_name(kind));
       }
     }
-    if (!args->max_shard_bytes.empty())
+    if (!args->max_shard_bytes.empty() && args->max_shard_bytes != "none")
       o.sharding.max_shard_bytes = parse_size(args->max_shard_bytes);
+    auto given = [cmd](const char* name) { return cmd->get_option(name)->count() > 0; };
+    o.given = GivenShardOptions{given("--max-shard-bytes"), given("--cap-mode"),
+                                given("--shard-format"),    given("--oversize"),
+                                given("--alignment"),       given("--shard-prefix"),
+                                given("--placement"),       given("--max-shard-tensors")};
     o.sharding.cap_mode = args->cap_mode == "payload" ? CapMode::payload : CapMode::file;
     o.sharding.oversize_own_shard = args->oversize == "own-shard";
     o.placement = args->placement == "single" ? Placement::single : Placement::sets;

@@ -4,13 +4,14 @@
 # list as the manifest does; the project cites its own documentation; a bare .pte reports
 # its own constants and named data; a program inside a packed directory finds its shards;
 # a repack keeps the recorded shard options; typos at the top level get a suggestion.
+import json
 import os
 import re
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_common import ROOT, Suite, load_json  # noqa: E402
+from cli_common import ROOT, Suite, load_json, snapshot, tree_differences  # noqa: E402
 import pte_reader  # noqa: E402
 
 suite = Suite()
@@ -141,6 +142,69 @@ def the_documented_loader_one_liner_prints_paths(ctx):
     ctx.equal(wrong.returncode, 1, "a wrong program name exits 1")
     ctx.check(len(wrong.stderr.strip().splitlines()) == 1 and "nosuch.pte" in wrong.stderr
               and "xnnpack_conv.pte" in wrong.stderr, f"one line naming the programs: {wrong.stderr}")
+
+
+RECORDED = ("alignment", "shard_prefix", "placement", "max_shard_tensors", "max_shard_bytes",
+            "cap_mode", "shard_format")
+
+
+@suite.test
+def a_repack_of_one_directory_keeps_its_recorded_shard_options(ctx):
+    src = os.path.join(ctx.mkdir("rec"), "packed")
+    ctx.run_ok("pack", fixture(ctx, "xnnpack_stress_mlp"), fixture(ctx, "portable_multi_method"),
+               "-o", src, "-q", "--max-shard-bytes", "600KB", "--alignment", "64",
+               "--shard-prefix", "w", "--placement", "single", "--max-shard-tensors", "9")
+    recorded = load_json(os.path.join(src, "manifest.json"))
+    ctx.equal([recorded.get(k) for k in RECORDED[:5]], [64, "w", "single", 9, 600000],
+              "the manifest records the options that are not the defaults")
+    again = os.path.join(ctx.mkdir("again"), "packed")
+    result = ctx.run_ok("pack", src, "-o", again)
+    ctx.check("shard options recorded in" in result.out and "--max-shard-bytes 600000" in result.out
+              and "--shard-prefix w" in result.out, f"the summary says so: {result.out}")
+    ctx.equal(tree_differences(snapshot(src), snapshot(again)), [], "the repack is byte-identical")
+    # An option given overrides its value; the others stay.
+    uncapped = os.path.join(ctx.mkdir("uncapped"), "packed")
+    ctx.run_ok("pack", src, "-o", uncapped, "-q", "--max-shard-bytes", "none", "--shard-prefix", "x")
+    m = load_json(os.path.join(uncapped, "manifest.json"))
+    ctx.equal([m.get(k) for k in RECORDED[:5]], [64, "x", "single", 9, None],
+              "--max-shard-bytes none and --shard-prefix x override, the rest is kept")
+
+
+@suite.test
+def a_repack_of_a_program_graph_directory_keeps_its_format_and_cap(ctx):
+    work = ctx.mkdir("graph")
+    inputs = ctx.fixture_pair(work)
+    src = os.path.join(work, "packed")
+    ctx.run_ok("pack", *inputs, "-o", src, "-q", "--max-shard-bytes", "3000", "--cap-mode",
+               "payload", "--shard-format", "safetensors")
+    again = os.path.join(work, "again")
+    result = ctx.run_ok("pack", src, "-o", again)
+    ctx.check("--cap-mode payload --shard-format safetensors" in result.out, result.out)
+    ctx.equal(tree_differences(snapshot(src), snapshot(again)), [], "the repack is byte-identical")
+    defaults = os.path.join(work, "defaults")
+    plain = ctx.run_ok("pack", *inputs, "-o", defaults)
+    ctx.check("recorded" not in plain.out, "several inputs take nothing from a manifest")
+    m = load_json(os.path.join(defaults, "manifest.json"))
+    ctx.equal([k for k in RECORDED[:4] if k in m], [], "defaults are not written")
+
+
+@suite.test
+def a_recorded_option_out_of_range_is_refused(ctx):
+    src = os.path.join(ctx.mkdir("bad"), "packed")
+    ctx.run_ok("pack", fixture(ctx, "xnnpack_conv"), "-o", src, "-q")
+    path = os.path.join(src, "manifest.json")
+    original = open(path, encoding="utf-8").read()
+    for field, value in (("alignment", 24), ("placement", "sets"), ("max_shard_tensors", 0)):
+        m = load_json(path)
+        m[field] = value
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(m, handle)
+        out = os.path.join(ctx.mkdir("out"), "o")
+        result = ctx.run("pack", src, "-o", out)
+        ctx.check(result.code in (1, 3) and field in result.err and not os.path.exists(out),
+                  f"{field}={value!r}: {result!r}")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(original)
 
 
 if __name__ == "__main__":

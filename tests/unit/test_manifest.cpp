@@ -39,6 +39,10 @@ std::string reference_manifest_json(const Manifest& m) {
   j["max_shard_bytes"] = m.max_shard_bytes ? ordered(*m.max_shard_bytes) : ordered(nullptr);
   j["cap_mode"] = m.cap_mode;
   if (m.oversize_own_shard) j["oversize"] = "own-shard";
+  if (m.alignment) j["alignment"] = *m.alignment;
+  if (m.shard_prefix) j["shard_prefix"] = *m.shard_prefix;
+  if (m.placement) j["placement"] = *m.placement;
+  if (m.max_shard_tensors) j["max_shard_tensors"] = *m.max_shard_tensors;
   ordered shards = ordered::array();
   for (const auto& s : m.shards) {
     shards.push_back(ordered{{"file", s.file},
@@ -122,6 +126,10 @@ TEST_CASE("manifest_to_json equals the DOM's text, byte for byte") {
         m.max_shard_bytes = uint64_t{1} << 40;
         m.oversize_own_shard = true;
         m.cap_mode = "payload";
+        m.alignment = 4096;
+        m.shard_prefix = "w-1.x";
+        m.max_shard_tensors = 7;
+        if (version == kManifestProgramsVersion) m.placement = "single";
       }
       CHECK(manifest_to_json(m) == reference_manifest_json(m));
     }
@@ -224,6 +232,43 @@ TEST_CASE("JsonWriter lays DOM values out in place and streams in pieces") {
   JsonWriter root;  // a DOM as the whole document
   root.dom(inner);
   CHECK(std::move(root).finish() == json_text(inner));
+}
+
+
+TEST_CASE("recorded shard options round-trip and are checked") {
+  Manifest m;
+  m.version = kManifestProgramsVersion;
+  m.shard_format = "ptd";
+  m.cap_mode = "file";
+  m.programs.push_back({"a.pte", std::string(64, 'a'), 10, {"forward"}, {}, {}});
+  m.alignment = 64;
+  m.shard_prefix = "w";
+  m.placement = "single";
+  m.max_shard_tensors = 3;
+  const auto text = manifest_to_json(m);
+  const auto parsed = parse_manifest(text, "m.json");
+  CHECK(parsed.alignment == m.alignment);
+  CHECK(parsed.shard_prefix == m.shard_prefix);
+  CHECK(parsed.placement == m.placement);
+  CHECK(parsed.max_shard_tensors == m.max_shard_tensors);
+  auto refused = [&](const std::string& from, const std::string& to) {
+    auto bad = text;
+    const auto at = bad.find(from);
+    REQUIRE(at != std::string::npos);
+    bad.replace(at, from.size(), to);
+    CHECK_THROWS_AS(parse_manifest(bad, "m.json"), Error);
+  };
+  refused("\"alignment\": 64", "\"alignment\": 48");
+  refused("\"placement\": \"single\"", "\"placement\": \"sets\"");
+  refused("\"max_shard_tensors\": 3", "\"max_shard_tensors\": 0");
+  refused("\"shard_prefix\": \"w\"", "\"shard_prefix\": \"a/b\"");
+  auto graph = m;  // placement is a version-2 option
+  graph.version = kManifestVersion;
+  graph.programs.clear();
+  graph.program = {"program.ptg", std::string(64, 'd'), 10};
+  CHECK_THROWS_AS(parse_manifest(manifest_to_json(graph), "m.json"), Error);
+  graph.placement.reset();
+  CHECK_NOTHROW(parse_manifest(manifest_to_json(graph), "m.json"));
 }
 
 }  // namespace

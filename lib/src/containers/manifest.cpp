@@ -89,6 +89,7 @@ bool is_plain_file_name(std::string_view name) {
 std::string manifest_to_json(const Manifest& m) {
   JsonWriter w;
   w.begin_object();
+  if (m.alignment) w.field("alignment", *m.alignment);
   if (m.base_manifest_sha256) w.field("base_manifest_sha256", *m.base_manifest_sha256);
   w.field("cap_mode", m.cap_mode);
   w.field("format", kManifestFormat);
@@ -98,6 +99,7 @@ std::string manifest_to_json(const Manifest& m) {
   } else {
     w.null();
   }
+  if (m.max_shard_tensors) w.field("max_shard_tensors", *m.max_shard_tensors);
   w.key("metadata");
   w.begin_object();
   w.field("total_size", m.total_size);
@@ -105,6 +107,7 @@ std::string manifest_to_json(const Manifest& m) {
   if (m.oversize_own_shard) {
     w.field("oversize", "own-shard");
   }
+  if (m.placement) w.field("placement", *m.placement);
   if (m.version == kManifestProgramsVersion) {
     w.key("programs");
     w.begin_array();
@@ -132,6 +135,7 @@ std::string manifest_to_json(const Manifest& m) {
   }
   if (m.release) w.field("release", *m.release);
   w.field("shard_format", m.shard_format);
+  if (m.shard_prefix) w.field("shard_prefix", *m.shard_prefix);
   w.key("shards");
   w.begin_array();
   for (const auto& s : m.shards) {
@@ -268,6 +272,24 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
   if (j.find("oversize") != nullptr) {
     if (r.string(j, "oversize", "") != "own-shard") r.bad("oversize", "expected \"own-shard\"");
     m.oversize_own_shard = true;
+  }
+  if (j.find("alignment") != nullptr) {
+    m.alignment = r.number(j, "alignment", "");
+    if (m.shard_format != "ptd" || *m.alignment < 16 || (*m.alignment & (*m.alignment - 1)) != 0)
+      r.bad("alignment", "expected a power of two from 16, with .ptd shards");
+  }
+  if (j.find("max_shard_tensors") != nullptr) {
+    m.max_shard_tensors = r.number(j, "max_shard_tensors", "");
+    if (*m.max_shard_tensors == 0) r.bad("max_shard_tensors", "expected at least 1");
+  }
+  if (j.find("placement") != nullptr) {
+    if (r.string(j, "placement", "") != "single" || m.version != kManifestProgramsVersion)
+      r.bad("placement", "expected \"single\", in version 2");
+    m.placement = "single";
+  }
+  if (j.find("shard_prefix") != nullptr) {
+    m.shard_prefix = r.string(j, "shard_prefix", "");
+    if (!is_plain_file_name(*m.shard_prefix)) r.bad("shard_prefix", "expected a file name prefix");
   }
   const auto& shards = r.field(j, "shards", "");
   if (!shards.is_array()) r.bad("shards", "expected an array");

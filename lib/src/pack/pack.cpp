@@ -12,6 +12,8 @@
 #include <set>
 #include <string_view>
 
+#include <fmt/ranges.h>
+
 #include "pack/base_release.h"
 #include "pack/pack_internal.h"
 #include "ptepack/artifact/artifact.h"
@@ -394,9 +396,74 @@ PackSummary pack_once(const PackOptions& options) {
 
 }  // namespace
 
-PackSummary pack(const PackOptions& options) {
+// A directory output from one packed directory alone: every shard option not
+// given is taken from its manifest. Returns the note naming what was taken
+// (only values other than the defaults), or nothing when none was.
+std::optional<std::string> apply_recorded_options(PackOptions& options) {
+  if (!options.given || options.inputs.size() != 1 ||
+      output_kind(options.output) != OutputKind::directory)
+    return std::nullopt;
+  const auto spec = parse_input_spec(options.inputs.front());
+  std::error_code ec;
+  auto path = spec.path;
+  if (fs::is_directory(path, ec)) path /= "manifest.json";
+  if (!spec.data.empty() || path.filename() != "manifest.json" || !fs::is_regular_file(path, ec))
+    return std::nullopt;
+  Manifest m;
+  try {
+    auto file = InputFile::open(path);
+    if (file->size() > Limits::max_manifest_bytes) return std::nullopt;
+    auto bytes = file->read_range(0, file->size());
+    m = parse_manifest({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, path.string());
+  } catch (const Error&) {
+    return std::nullopt;  // not a manifest: the front end that reads it says why
+  }
+  const auto& given = *options.given;
+  auto& s = options.sharding;
+  std::vector<std::string> taken;
+  if (!given.max_shard_bytes && m.max_shard_bytes) {
+    s.max_shard_bytes = m.max_shard_bytes;
+    taken.push_back(fmt::format("--max-shard-bytes {}", *m.max_shard_bytes));
+  }
+  if (!given.cap_mode && m.cap_mode == "payload") {
+    s.cap_mode = CapMode::payload;
+    taken.emplace_back("--cap-mode payload");
+  }
+  if (!given.format && m.shard_format == "safetensors") {
+    s.format = ShardFormat::safetensors;
+    taken.emplace_back("--shard-format safetensors");
+  }
+  if (!given.oversize && m.oversize_own_shard) {
+    s.oversize_own_shard = true;
+    taken.emplace_back("--oversize own-shard");
+  }
+  if (!given.alignment && m.alignment) {
+    s.alignment = *m.alignment;
+    taken.push_back(fmt::format("--alignment {}", *m.alignment));
+  }
+  if (!given.prefix && m.shard_prefix) {
+    options.shard_prefix = *m.shard_prefix;
+    taken.push_back(fmt::format("--shard-prefix {}", *m.shard_prefix));
+  }
+  if (!given.placement && m.placement) {
+    options.placement = Placement::single;
+    taken.emplace_back("--placement single");
+  }
+  if (!given.max_shard_tensors && m.max_shard_tensors) {
+    s.max_shard_tensors = *m.max_shard_tensors;
+    taken.push_back(fmt::format("--max-shard-tensors {}", *m.max_shard_tensors));
+  }
+  if (taken.empty()) return std::nullopt;
+  return fmt::format("shard options recorded in {}: {} (an option given overrides its value)",
+                     path.string(), fmt::join(taken, " "));
+}
+
+PackSummary pack(const PackOptions& given_options) {
   auto start = std::chrono::steady_clock::now();
+  PackOptions options = given_options;
+  const auto recorded = apply_recorded_options(options);
   auto summary = pack_once(options);
+  if (recorded) summary.notes.insert(summary.notes.begin(), *recorded);
   summary.elapsed_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;

@@ -156,6 +156,12 @@ void name_shards(const std::vector<StoredTensor>& tensors, const std::vector<Sto
   manifest.shard_format = std::string(shard_format_name(options.sharding.format));
   manifest.max_shard_bytes = options.sharding.max_shard_bytes;
   manifest.cap_mode = std::string(cap_mode_name(options.sharding.cap_mode));
+  // The options a lone repack takes (apply_recorded_options), when not the default.
+  const ShardingOptions defaults;
+  if (options.sharding.format == ShardFormat::ptd && options.sharding.alignment != defaults.alignment)
+    manifest.alignment = options.sharding.alignment;
+  if (options.shard_prefix != PackOptions{}.shard_prefix) manifest.shard_prefix = options.shard_prefix;
+  manifest.max_shard_tensors = options.sharding.max_shard_tensors;
   // Recorded only when a shard is over the cap, so outputs without one stay the same.
   manifest.oversize_own_shard =
       manifest.oversize_own_shard ||  // a reused shard over the cap (--base)

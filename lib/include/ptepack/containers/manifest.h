@@ -66,6 +66,14 @@ struct Manifest {
   std::string cap_mode;                        // "file" or "payload"
   // "oversize": "own-shard": a shard may exceed the cap when it holds one stored tensor.
   bool oversize_own_shard = false;
+  // Shard options written only when not the default, so a repack of this
+  // directory alone can take them (docs/manifest.md): .ptd segment alignment
+  // (default 128), shard file prefix ("weights"), placement ("single"; the
+  // default "sets" is not written) and stored tensors per shard.
+  std::optional<uint64_t> alignment;
+  std::optional<std::string> shard_prefix;
+  std::optional<std::string> placement;
+  std::optional<uint64_t> max_shard_tensors;
   std::vector<ManifestShard> shards;
   std::map<std::string, ManifestTensor> tensors;
   std::vector<std::string> state;  // every state key, with or without data

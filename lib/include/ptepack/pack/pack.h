@@ -38,6 +38,22 @@ enum class Placement {
   single,  // one first-fit over everything (runtimes that take one data file)
 };
 
+// The shard options a caller gave (the CLI marks each one given on its command
+// line). A directory output packed from one packed directory alone takes every
+// option not given from that directory's manifest (docs/manifest.md), so a
+// repack reproduces it; callers that leave PackOptions::given unset get exactly
+// the options they set.
+struct GivenShardOptions {
+  bool max_shard_bytes = false;
+  bool cap_mode = false;
+  bool format = false;
+  bool oversize = false;
+  bool alignment = false;
+  bool prefix = false;
+  bool placement = false;
+  bool max_shard_tensors = false;
+};
+
 struct PackOptions {
   std::vector<std::string> inputs;
   std::filesystem::path output;
@@ -73,6 +89,7 @@ struct PackOptions {
   std::optional<uint64_t> release;
   std::optional<std::filesystem::path> sign_key;
   KeyPassword sign_password;
+  std::optional<GivenShardOptions> given;  // set: a lone packed directory's options fill the rest
 };
 
 struct ShardSummary {
