@@ -10,15 +10,6 @@
 
 namespace ptepack::cli {
 
-namespace {
-
-// Columns of the terminal on stdout, or 0 (print whole) when stdout is not one.
-size_t terminal_width() {
-  return ::isatty(STDOUT_FILENO) != 0 ? terminal_columns(STDOUT_FILENO) : 0;
-}
-
-}  // namespace
-
 Action add_dump(CLI::App& app) {
   struct Args {
     std::string path;
@@ -69,7 +60,7 @@ Action add_dump(CLI::App& app) {
     o.sort = args->sort == "size"      ? DumpSort::size
              : args->sort == "natural" ? DumpSort::natural
                                        : DumpSort::key;
-    o.width = args->width >= 0 ? static_cast<size_t>(args->width) : terminal_width();
+    o.width = args->width >= 0 ? static_cast<size_t>(args->width) : stdout_width();
     o.progress = progress_mode(*progress);
     o.graph = args->graph == "text";
     o.graph_dot = args->graph == "dot";

@@ -130,7 +130,7 @@ Action add_pack(CLI::App& app) {
     if (args->json) {
       print(render_pack_json(summary));
     } else if (!args->quiet) {
-      print(render_pack_text(summary, args->verbose));
+      print(render_pack_text(summary, args->verbose, stdout_width()));
     }
     return 0;
   };

@@ -31,5 +31,7 @@ ProgressMode progress_mode(const std::string& value);
 
 // Prints to stdout and flushes.
 void print(const std::string& text);
+// Columns of the terminal on stdout, or 0 (print whole lines) when stdout is not one.
+size_t stdout_width();
 
 }  // namespace ptepack::cli

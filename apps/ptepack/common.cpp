@@ -1,8 +1,11 @@
 // Options and helpers every subcommand shares.
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "commands.h"
 #include "ptepack/base/error.h"
+#include "ptepack/io/progress.h"
 
 namespace ptepack::cli {
 
@@ -24,6 +27,10 @@ ProgressMode progress_mode(const std::string& value) {
 void print(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
+}
+
+size_t stdout_width() {
+  return ::isatty(STDOUT_FILENO) != 0 ? terminal_columns(STDOUT_FILENO) : 0;
 }
 
 }  // namespace ptepack::cli

@@ -463,3 +463,46 @@ class Suite:
 
 def deep(value):
     return copy.deepcopy(value)
+
+
+def run_in_terminal(argv, columns=80, interrupt_when=None, timeout=120):
+    """Runs argv with stdout and stderr on a pseudo-terminal `columns` wide; returns (exit code,
+    everything it printed, as text with \\r\\n kept). interrupt_when(output so far) -> True sends
+    SIGINT once."""
+    import fcntl
+    import pty
+    import select
+    import signal
+    import struct
+    import termios
+    import time
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    env = dict(os.environ, COLUMNS=str(columns))
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
+                               env=env, close_fds=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    os.close(slave)
+    output = b""
+    sent = False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.05)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal closed: every writer exited
+                break
+            if not chunk:
+                break
+            output += chunk
+        if interrupt_when and not sent and interrupt_when(output.decode("utf-8", "replace")):
+            process.send_signal(signal.SIGINT)
+            sent = True
+        if not ready and process.poll() is not None:
+            break
+    if process.poll() is None:
+        process.kill()
+    code = process.wait()
+    os.close(master)
+    return code, output.decode("utf-8", "replace")

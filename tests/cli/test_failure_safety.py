@@ -14,7 +14,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_common import ROOT, Suite, snapshot, tree_differences  # noqa: E402
+from cli_common import ROOT, Suite, run_in_terminal, snapshot, tree_differences  # noqa: E402
 
 suite = Suite()
 GENERATOR = os.path.join(ROOT, "bench", "gen_model.py")
@@ -286,6 +286,7 @@ def interrupt(ctx, name, sig, existing, delay=0.0, options=(), model=None):
         return
     ctx.equal(process.returncode, 128 + sig.value, f"{what}: exit code "
               f"({stderr.decode('utf-8', 'replace')[:200]!r})")
+    ctx.equal(stderr, b"ptepack: interrupted\n", f"{what}: one line on stderr, not a terminal")
     ctx.check(not temps_beside(output), f"{what}: temporaries left: {temps_beside(output)}")
     after = snapshot(output)
     if before is None:
@@ -302,6 +303,28 @@ def signals_during_pack(ctx):
     for sig in (signal.SIGTERM, signal.SIGINT):
         for existing in (False, True):
             interrupt(ctx, "big.ptn", sig, existing)
+
+
+@suite.test
+def an_interrupt_on_a_terminal_leaves_one_line_after_the_progress(ctx):
+    """Ctrl-C while the progress line is drawn: the line is replaced by "ptepack: interrupted"
+    and nothing is drawn after it (the progress thread and the interrupt do not race)."""
+    interrupted = 0
+    for attempt in range(5):
+        output = os.path.join(ctx.tmp, f"tty-{attempt}.ptn")
+        code, text = run_in_terminal(
+            [ctx.ptepack, "pack", *big_model(), "-o", output, "--progress", "auto"], columns=100,
+            interrupt_when=lambda seen: "hashed" in seen or "written" in seen)
+        if code == 0:  # finished before the first progress line: nothing to interrupt
+            remove(output)
+            continue
+        interrupted += 1
+        ctx.equal(code, 130, f"attempt {attempt}: exit code ({text[-200:]!r})")
+        ctx.check(text.endswith("\x1b[Kptepack: interrupted\r\n"),
+                  f"attempt {attempt}: the last thing drawn is the one line: {text[-160:]!r}")
+        ctx.equal(text.count("ptepack: interrupted"), 1, f"attempt {attempt}: said once")
+        ctx.check(not os.path.exists(output), f"attempt {attempt}: no output left")
+    ctx.check(interrupted > 0, "no attempt was interrupted while its progress line was drawn")
 
 
 _many_shards = None

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_common import ROOT, Suite, load_json, snapshot, tree_differences  # noqa: E402
+from cli_common import ROOT, Suite, load_json, run_in_terminal, snapshot, tree_differences  # noqa: E402
 import pte_reader  # noqa: E402
 
 suite = Suite()
@@ -205,6 +205,28 @@ def a_recorded_option_out_of_range_is_refused(ctx):
                   f"{field}={value!r}: {result!r}")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(original)
+
+
+@suite.test
+def the_pack_summary_fits_the_terminal(ctx):
+    def pack(out, terminal):
+        argv = ["pack", fixture(ctx, "xnnpack_stress_mlp"), fixture(ctx, "portable_multi_method"),
+                "-o", out, "--max-shard-bytes", "300KB", "--progress", "never"]
+        if not terminal:
+            return ctx.run_ok(*argv).out
+        code, text = run_in_terminal([ctx.ptepack, *argv], columns=50)
+        ctx.equal(code, 0, f"pack on a terminal: {text[-300:]}")
+        return text.replace("\r\n", "\n")
+    out = os.path.join(ctx.mkdir("fit"), "out")
+    wide = pack(out, False)
+    narrow = pack(out, True)
+    ctx.require(any(len(l) > 50 for l in wide.splitlines()), "the summary has long lines to fit")
+    over = [l for l in narrow.splitlines() if len(l) > 50]
+    ctx.equal(over, [], "no line wider than the terminal's 50 columns")
+
+    def text(summary):  # without spaces, line breaks and the timing
+        return re.sub(r"in[0-9.]+s\([^)]*\)", "", "".join(summary.split()))
+    ctx.equal(text(narrow), text(wide), "the same text, only the line breaks differ")
 
 
 if __name__ == "__main__":

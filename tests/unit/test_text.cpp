@@ -1,7 +1,7 @@
 // Text that reaches a terminal: escaping of names from files, and line wrapping of dumps.
 #include <catch2/catch.hpp>
 
-#include "dump/text_wrap.h"
+#include "base/text_wrap.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/format_util.h"
 

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dump/text_wrap.h"
+#include "base/text_wrap.h"
 #include "pte/dump_pte.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/dump/dump.h"

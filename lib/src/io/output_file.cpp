@@ -346,7 +346,7 @@ void install_interrupt_cleanup() {
     // The output is already in place: let the command finish and exit normally.
     if (g_committing) return;
     g_interrupted = true;
-    clear_progress_on_interrupt();
+    report_interrupt();
     for (const auto& path : live_temps()) {
       // Move the tree away first so writer threads cannot add files to it,
       // then remove it, retrying for files created just before the move.

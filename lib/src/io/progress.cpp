@@ -18,7 +18,22 @@ namespace ptepack {
 
 namespace {
 
+// The reporter thread draws while holding g_draw; the interrupt handler takes it
+// (waiting a moment at most) and sets g_silenced, so no line is drawn after
+// "ptepack: interrupted".
+std::timed_mutex g_draw;
+std::atomic<bool> g_silenced{false};
 std::atomic<bool> g_line_drawn{false};  // a progress line is on the terminal now
+
+// Writes text to stderr unless interrupted (false then); line_drawn: a
+// progress line now stands on the terminal.
+bool draw(const std::string& text, bool line_drawn) {
+  std::lock_guard lock(g_draw);
+  if (g_silenced) return false;
+  std::fputs(text.c_str(), stderr);
+  g_line_drawn = line_drawn;
+  return true;
+}
 
 std::string mib(uint64_t bytes) {
   return fmt::format("{:.0f}", static_cast<double>(bytes) / (1024.0 * 1024.0));
@@ -36,11 +51,15 @@ size_t terminal_columns(int fd) {
   return 80;
 }
 
-void clear_progress_on_interrupt() {
-  if (g_line_drawn.exchange(false)) {
-    static const char kText[] = "\r\033[Kptepack: interrupted\n";
-    (void)!::write(STDERR_FILENO, kText, sizeof kText - 1);
-  }
+void report_interrupt() {
+  std::unique_lock lock(g_draw, std::defer_lock);
+  // A reporter blocked on a stopped terminal must not stop the exit.
+  (void)lock.try_lock_for(std::chrono::milliseconds(200));
+  g_silenced = true;
+  static const char kClear[] = "\r\033[K";
+  static const char kText[] = "ptepack: interrupted\n";
+  if (g_line_drawn.exchange(false)) (void)!::write(STDERR_FILENO, kClear, sizeof kClear - 1);
+  (void)!::write(STDERR_FILENO, kText, sizeof kText - 1);
 }
 
 Progress::~Progress() { stop(); }
@@ -60,12 +79,10 @@ void Progress::start(ProgressMode mode) {
       double elapsed = std::chrono::duration<double>(now - begin).count();
       if (terminal) {
         auto text = "\r" + line(elapsed, terminal_columns(STDERR_FILENO) - 1) + "\033[K";
-        std::fputs(text.c_str(), stderr);
-        g_line_drawn = true;
+        if (!draw(text, true)) break;
       } else if (now - last_plain >= std::chrono::seconds(5)) {
         last_plain = now;
-        auto text = line(elapsed, 200) + "\n";
-        std::fputs(text.c_str(), stderr);
+        if (!draw(line(elapsed, 200) + "\n", false)) break;
       }
     }
   });
@@ -75,7 +92,7 @@ void Progress::stop() {
   if (!running_) return;
   running_ = false;
   reporter_.join();
-  if (g_line_drawn.exchange(false)) std::fputs("\r\033[K", stderr);
+  if (g_line_drawn.exchange(false)) (void)draw("\r\033[K", false);
 }
 
 std::string Progress::line(double elapsed, size_t width) {

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "base/text_wrap.h"
 #include "ptepack/json/json_util.h"
 
 #include "ptepack/artifact/artifact.h"
@@ -12,12 +13,18 @@
 
 namespace ptepack {
 
-std::string render_pack_text(const PackSummary& s, bool verbose) {
+std::string render_pack_text(const PackSummary& s, bool verbose, size_t width) {
   // A few lines whatever the model's size: long lists (renames, state keys, shards) are
   // counted, and listed only when short or with -v.
   constexpr size_t kListed = 8;
   std::string out;
-  auto line = [&out](const std::string& text) { out += text_line(text); };
+  auto line = [&out, width](const std::string& text) {
+    auto escaped_line = text_line(text);
+    const size_t blank = escaped_line.find_first_not_of('\n');
+    out.append(escaped_line, 0, blank);
+    escaped_line.pop_back();
+    out += detail::wrap_line(std::string_view(escaped_line).substr(blank), width);
+  };
   auto more = [&](size_t total) {
     if (!verbose && total > kListed)
       line(fmt::format("  ... {} more (-v lists all)", total - kListed));

@@ -63,7 +63,9 @@ class Progress {
 // Columns of the terminal on `fd` (TIOCGWINSZ, else $COLUMNS, else 80).
 [[nodiscard]] size_t terminal_columns(int fd);
 
-// Called by the interrupt handler: replaces a drawn progress line by "ptepack: interrupted".
-void clear_progress_on_interrupt();
+// Called by the interrupt handler: writes the one line "ptepack: interrupted"
+// to stderr (over the progress line when one is drawn), after which no
+// progress is drawn again, whether stderr is a terminal or not.
+void report_interrupt();
 
 }  // namespace ptepack

@@ -171,7 +171,9 @@ struct PackSummary {
 [[nodiscard]] PackSummary pack(const PackOptions& options);
 
 // The summary pack prints: a few lines; `verbose` lists every rename, state key and shard.
-[[nodiscard]] std::string render_pack_text(const PackSummary& summary, bool verbose = false);
+// `width` > 0: lines longer than it are wrapped at word ends (a terminal's columns).
+[[nodiscard]] std::string render_pack_text(const PackSummary& summary, bool verbose = false,
+                                           size_t width = 0);
 [[nodiscard]] std::string render_pack_json(const PackSummary& summary);
 
 // SIZE for --max-shard-bytes: bytes, or K/M/G (10^3..) and KiB/MiB/GiB (2^10..).

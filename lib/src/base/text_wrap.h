@@ -1,4 +1,5 @@
-// Text dumps fitted to a terminal: long lines wrapped at word ends, never inside a shape.
+// Text output fitted to a terminal (dump, the pack summary): long lines wrapped at word
+// ends, never inside a shape.
 #pragma once
 
 #include <cstddef>

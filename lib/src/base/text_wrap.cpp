@@ -1,5 +1,5 @@
 // Line wrapping for text dumps on a terminal.
-#include "dump/text_wrap.h"
+#include "base/text_wrap.h"
 
 #include <algorithm>
 #include <vector>
