@@ -30,7 +30,8 @@ Action add_dump(CLI::App& app) {
   cmd->add_flag("--json", args->options.json, "Stable machine-readable output");
   cmd->add_flag("--graph{text}", args->graph,
                 "--graph (or --graph=text): also print every node of every method and subgraph; "
-                "--graph=dot: print only the methods as a Graphviz digraph (dot -Tsvg)")
+                "--graph=dot (or --graph dot): print only the methods as a Graphviz digraph "
+                "(dot -Tsvg)")
       ->check(CLI::IsMember({"text", "dot"}));
   cmd->add_option("-j,--jobs", args->options.jobs, "Hashing threads (default: all cores)");
   cmd->add_option("--key", args->options.keys,

@@ -101,6 +101,14 @@ std::string explain(const CLI::App& app, const CLI::ParseError& error, int argc,
   const CLI::App* sub = nullptr;
   for (int i = 1; i < argc; ++i) {
     std::string_view word = argv[i];
+    if (word.starts_with("--")) {  // before the command: ptepack's own options
+      auto name = std::string(word.substr(0, word.find('=')));
+      auto known = long_options(app);
+      if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+      auto guess = nearest(name, known);
+      return fmt::format("unknown option '{}'{}\nrun 'ptepack --help' for usage", name,
+                         guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess));
+    }
     if (word.starts_with('-')) continue;
     sub = find_subcommand(app, word);
     if (sub == nullptr) {
@@ -127,6 +135,23 @@ std::string explain(const CLI::App& app, const CLI::ParseError& error, int argc,
                        error.what(), sub->get_name());
   }
   return fmt::format("{}\nrun 'ptepack --help' for usage", error.what());
+}
+
+// `dump --graph dot` means `dump --graph=dot` (and text alike): the flag's
+// optional value, given as the next word, is joined to it.
+std::vector<std::string> joined_graph_values(int argc, char** argv) {
+  std::vector<std::string> words(argv, argv + argc);
+  const auto command = std::find_if(words.begin() + 1, words.end(),
+                                    [](const std::string& w) { return !w.starts_with('-'); });
+  if (command == words.end() || *command != "dump") return words;
+  for (auto it = command; it != words.end() && it + 1 != words.end(); ++it) {
+    if (*it == "--") break;
+    if (*it == "--graph" && (it[1] == "dot" || it[1] == "text")) {
+      *it += "=" + it[1];
+      words.erase(it + 1);
+    }
+  }
+  return words;
 }
 
 }  // namespace
@@ -180,6 +205,11 @@ int main(int argc, char** argv) {
     std::cout << app.help();
     return static_cast<int>(ptepack::ErrorCode::usage);
   }
+  auto words = joined_graph_values(argc, argv);
+  std::vector<char*> pointers;
+  for (auto& word : words) pointers.push_back(word.data());
+  argc = static_cast<int>(pointers.size());
+  argv = pointers.data();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -229,5 +229,65 @@ def the_pack_summary_fits_the_terminal(ctx):
     ctx.equal(text(narrow), text(wide), "the same text, only the line breaks differ")
 
 
+@suite.test
+def a_top_level_typo_gets_a_suggestion(ctx):
+    result = ctx.run("--verison")
+    ctx.code(result, 2, "an unknown top-level option")
+    ctx.check("unknown option '--verison'" in result.err and "did you mean '--version'?" in
+              result.err, result.err)
+    ctx.equal(ctx.run_ok("--version").out.split()[0], "ptepack", "the option itself still works")
+
+
+@suite.test
+def graph_dot_is_accepted_with_a_space_too(ctx):
+    path = fixture(ctx, "portable_multi_method")
+    joined = ctx.run_ok("dump", path, "--graph=dot").out
+    ctx.check(joined.startswith("digraph"), f"--graph=dot draws a digraph: {joined[:80]!r}")
+    ctx.equal(ctx.run_ok("dump", path, "--graph", "dot").out, joined, "--graph dot is the same")
+    ctx.equal(ctx.run_ok("dump", "--graph", "dot", path).out, joined, "before the path too")
+    ctx.equal(ctx.run_ok("dump", path, "--graph", "text").out,
+              ctx.run_ok("dump", path, "--graph=text").out, "--graph text too")
+
+
+@suite.test
+def dump_shows_the_size_of_external_tensors(ctx):
+    out = os.path.join(ctx.mkdir("ext"), "packed")
+    ctx.run_ok("pack", fixture(ctx, "portable_multi_method"), "-o", out, "-q")
+    manifest = load_json(os.path.join(out, "manifest.json"))
+    for data in (True, False):  # with the shards it finds, and without any
+        program = os.path.join(out, "portable_multi_method.pte")
+        if not data:
+            lonely = os.path.join(ctx.mkdir("lonely"), "portable_multi_method.pte")
+            with open(program, "rb") as src, open(lonely, "wb") as dst:
+                dst.write(src.read())
+            program = lonely
+        doc = ctx.run_ok("dump", program, "--json").json()
+        external = [t for p in doc["programs"] for t in p["stored_tensors"]
+                    if t["storage"] == "external"]
+        ctx.require(external, "the packed program has EXTERNAL tensors")
+        for t in external:
+            ctx.equal(t["nbytes"], manifest["tensors"][t["key"]]["nbytes"],
+                      f"{t['key']} (data files found: {data}): its size")
+        text = ctx.run_ok("dump", program).out
+        ctx.check(not re.search(r" 0 +EXTERNAL ", text) and "EXTERNAL" in text,
+                  f"no EXTERNAL row shows 0 bytes: {text[:600]}")
+
+
+@suite.test
+def two_programs_of_one_file_name_get_the_remedy(ctx):
+    a, b = ctx.mkdir("a"), ctx.mkdir("b")
+    for folder, stem in ((a, "xnnpack_conv"), (b, "portable_multi_method")):
+        with open(fixture(ctx, stem), "rb") as src, open(os.path.join(folder, "m.pte"), "wb") as dst:
+            dst.write(src.read())
+    out = os.path.join(ctx.mkdir("out"), "o")
+    result = ctx.run("pack", os.path.join(a, "m.pte"), os.path.join(b, "m.pte"), "-o", out)
+    ctx.code(result, 2, "two programs named m.pte")
+    ctx.check(os.path.join(a, "m.pte") in result.err and os.path.join(b, "m.pte") in result.err
+              and "ln -s" in result.err and "--merge" in result.err,
+              f"both inputs and the remedies named: {result.err}")
+    ctx.check(len(result.err.strip().splitlines()) == 1, "one line")
+    ctx.check(not os.path.exists(out), "nothing written")
+
+
 if __name__ == "__main__":
     suite.main()

@@ -1,6 +1,7 @@
 // pack for .pte programs: weights out into shared shards (-o DIR) or back in (-o NAME.pte).
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -100,7 +101,7 @@ void load_inputs(const PackOptions& options, Inputs& in) {
          "with --merge NAME.pte (or write -o NAME.pte)",
          options.output.string());
   }
-  std::set<std::string> names;
+  std::map<std::string, std::string> names;  // file name -> the input that has it
   for (const auto& a : in.artifacts) {
     for (const auto& p : a.pte_programs) {
       std::string display = a.kind == ArtifactKind::programs ? (a.root / p.file).string() : a.name;
@@ -114,9 +115,12 @@ void load_inputs(const PackOptions& options, Inputs& in) {
              "there (manifest.json, .ptd shards); rename the file",
              display, quote(p.file));
       }
-      if (!names.insert(p.file).second) {
-        fail(ErrorCode::usage, "{}: two inputs are programs named {}; each keeps its file name",
-             display, quote(p.file));
+      if (auto [first, fresh] = names.emplace(p.file, display); !fresh) {
+        fail(ErrorCode::usage,
+             "{}: {} is a program named {} too, and each keeps its file name in the output "
+             "directory: give one another name (ln -s {} OTHER.pte, then pack OTHER.pte), or "
+             "make them one program with --merge NAME.pte",
+             display, first->second, quote(p.file), display);
       }
       in.sources.push_back({display, &p, &a.data});
     }

@@ -196,7 +196,10 @@ ProgramDump dump_programs(const ProgramSet& set, bool graph, unsigned jobs) {
     line(fmt::format("  stored tensors: {}", shown.size()));
     for (const auto* t : shown) {
       std::string sha;
+      uint64_t nbytes = t->nbytes;
       if (t->storage == pte::Storage::external) {
+        // Its size from its layout (the data file's bytes count below when found).
+        nbytes = t->known_type ? byte_size(t->dtype, t->shape).value_or(0) : 0;
         auto it = set.data.find(t->fqn);
         external += it != set.data.end() ? it->second.bytes.size : 0;
       } else {
@@ -209,12 +212,12 @@ ProgramDump dump_programs(const ProgramSet& set, bool graph, unsigned jobs) {
            {"dtype", t->known_type ? ordered(dtype_name(t->dtype)) : ordered(nullptr)},
            {"shape", t->shape},
            {"dim_order", t->dim_order},
-           {"nbytes", t->nbytes},
+           {"nbytes", nbytes},
            {"sha256", sha},
            {"storage", pte::storage_name(t->storage)},
            {"key", t->storage == pte::Storage::external ? t->fqn : ""}});
       line(fmt::format("    {} value {:<5} {:<28} {:>10}  {:<12}  {}", p.plans[t->plan], t->value,
-                       layout_text(*t), t->nbytes, sha.substr(0, 12), where_text(*t)));
+                       layout_text(*t), nbytes, sha.substr(0, 12), where_text(*t)));
     }
     pj["stored_tensors"] = tensors;
     ordered named = ordered::array();
