@@ -13,6 +13,8 @@ an option out).
 """
 from __future__ import annotations
 
+import difflib
+import inspect
 import json
 import os
 import shutil
@@ -49,6 +51,30 @@ def find_cli(ptepack: Optional[PathLike] = None) -> str:
     if found is None:
         raise CliNotFound("ptepack not found on PATH (install it, or pass ptepack=PATH)")
     return found
+
+
+# CLI options a function passes through its **options (the others are its own keyword
+# parameters; --json, --help and -o are the module's own).
+_PASS_THROUGH = {
+    "pack": ("release", "sign", "key_password_file", "key_password_env", "quiet", "verbose",
+             "progress"),
+    "dump": ("graph", "top", "width", "progress"),
+    "verify": ("signature", "min_release", "progress"),
+    "diff": (),
+}
+
+
+def _check_options(function: Any, options: Dict[str, Any]) -> None:
+    """A keyword no CLI option takes is a TypeError naming it (with the nearest one), as
+    Python reports a misspelt keyword, before anything runs."""
+    allowed = _PASS_THROUGH[function.__name__]
+    for name in options:
+        if name in allowed:
+            continue
+        known = [p for p in inspect.signature(function).parameters if p != "options"]
+        near = difflib.get_close_matches(name, known + list(allowed), n=1)
+        raise TypeError(f"{function.__name__}() got an unexpected keyword argument '{name}'"
+                        + (f"; did you mean '{near[0]}'?" if near else ""))
 
 
 def _options(options: Dict[str, Any]) -> List[str]:
@@ -104,6 +130,7 @@ def pack(inputs: Union[PathLike, Sequence[PathLike]], output: PathLike, *,
     one program of a directory output, `method` keeps only those methods, `share_state`
     shares mutable buffers between merged methods. Further CLI options pass through
     `options`."""
+    _check_options(pack, options)
     args = _paths(inputs) + ["-o", os.fspath(output)]
     methods = [method] if isinstance(method, str) else method
     args += _options(dict(jobs=jobs, max_shard_bytes=max_shard_bytes, cap_mode=cap_mode,
@@ -122,6 +149,7 @@ def verify(path: PathLike, *, ptepack: Optional[PathLike] = None, jobs: Optional
     """`ptepack verify PATH`. An artifact with problems gives ok=False (the CLI's exit 1),
     or raises VerifyFailed with its problem lines when check=True. `public_key` (one or
     several) checks a signed release; `newer_than` refuses a rollback."""
+    _check_options(verify, options)
     keys = [public_key] if isinstance(public_key, (str, os.PathLike)) else public_key
     args = [os.fspath(path)] + _options(dict(jobs=jobs, strict=strict, public_key=keys,
                                              newer_than=newer_than, **options))
@@ -140,6 +168,7 @@ def dump(path: PathLike, *, ptepack: Optional[PathLike] = None, jobs: Optional[i
          shard: Optional[str] = None, sort: Optional[str] = None, hash_tensors: bool = True,
          **options: Any) -> DumpResult:
     """`ptepack dump PATH`: any artifact, as its JSON report."""
+    _check_options(dump, options)
     keys = [key] if isinstance(key, str) else key
     args = [os.fspath(path)] + _options(dict(
         jobs=jobs, summary=summary, no_tensors=not tensors, offsets=offsets, key=keys,
@@ -152,6 +181,7 @@ def diff(a: PathLike, b: PathLike, *, ptepack: Optional[PathLike] = None,
          **options: Any) -> DiffResult:
     """`ptepack diff A B`: equivalent=False when anything a runtime computes differs;
     `method="M"` or `"M=N"` compares one method of each side."""
+    _check_options(diff, options)
     args = [os.fspath(a), os.fspath(b)] + _options(dict(jobs=jobs, method=method, **options))
     return DiffResult.from_json(_run("diff", args, ptepack, ok_codes=(0, 1))[1])
 

@@ -3,6 +3,7 @@
 # real input and with a failing one. Imported from the source tree (python/).
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -162,6 +163,37 @@ class ModuleTest(unittest.TestCase):
                              os.path.realpath(self.cli))
         finally:
             os.environ["PATH"] = old
+
+    def test_a_misspelt_keyword_is_a_type_error(self):
+        with self.assertRaises(TypeError) as raised:
+            ptepack.pack([self.pte], self.out("d"), ptepack=self.cli, max_shard_byte="1MB")
+        self.assertIn("'max_shard_byte'", str(raised.exception))
+        self.assertIn("did you mean 'max_shard_bytes'?", str(raised.exception))
+        self.assertFalse(os.path.exists(self.out("d")), "nothing ran")
+        for call in (lambda: ptepack.dump(self.pte, ptepack=self.cli, sumary=True),
+                     lambda: ptepack.verify(self.pte, ptepack=self.cli, strictt=True),
+                     lambda: ptepack.diff(self.pte, self.pte, ptepack=self.cli, metod="forward")):
+            with self.assertRaises(TypeError):
+                call()
+        # A pass-through option is still an option.
+        doc = ptepack.dump(self.pte, ptepack=self.cli, top=3)
+        self.assertIsInstance(doc, ptepack.DumpResult)
+
+    def test_every_cli_option_is_a_keyword(self):
+        """Each long option of each command is a keyword of its function (own or passed
+        through), so the lists cannot drift from the CLI."""
+        import inspect
+        for name in ("pack", "dump", "verify", "diff"):
+            helped = subprocess.run([self.cli, name, "--help"], capture_output=True, text=True,
+                                    check=True).stdout
+            options = {o[2:].replace("-", "_") for o in re.findall(r"--[a-z][a-z-]*", helped)}
+            options -= {"help", "json", "output"}
+            function = getattr(ptepack, name)
+            keywords = set(inspect.signature(function).parameters) | set(
+                ptepack._PASS_THROUGH[name])
+            keywords |= {"tensors", "hash_tensors"}  # --no-tensors, --no-hash as booleans
+            missing = options - keywords - {"no_tensors", "no_hash"}
+            self.assertEqual(missing, set(), f"{name}: CLI options with no keyword")
 
 
 def main():
