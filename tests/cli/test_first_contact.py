@@ -2,8 +2,11 @@
 # What a new user meets in the first hour, each behaviour its own test: a directory of
 # programs answers --method and --summary per method; dump --json names a program's shard
 # list as the manifest does; the project cites its own documentation; a bare .pte reports
-# its own constants and named data; a program inside a packed directory finds its shards;
-# a repack keeps the recorded shard options; typos at the top level get a suggestion.
+# its own constants and named data; a program inside a packed directory finds its shards,
+# and the documented loader one-liner prints their paths; a repack keeps the recorded shard
+# options; the pack summary fits the terminal; typos at the top level get a suggestion;
+# --graph dot works as --graph=dot; EXTERNAL tensors show their size; two programs of one
+# file name get the remedy; the README's example prints what the README shows.
 import json
 import os
 import re
@@ -287,6 +290,44 @@ def two_programs_of_one_file_name_get_the_remedy(ctx):
               f"both inputs and the remedies named: {result.err}")
     ctx.check(len(result.err.strip().splitlines()) == 1, "one line")
     ctx.check(not os.path.exists(out), "nothing written")
+
+
+def readme_example():
+    """[(command, [expected output lines])] of the README's "### Example" block."""
+    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    block = text[text.index("### Example"):]
+    block = block[block.index("```sh\n") + 6:]
+    block = block[:block.index("```")]
+    steps = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            steps.append((line[2:], []))
+        elif steps and line:
+            steps[-1][1].append(line)
+    return steps
+
+
+@suite.test
+def the_readme_example_prints_what_the_readme_shows(ctx):
+    """The README's example, run as written from a scratch folder: every command succeeds
+    and prints exactly the lines shown (timings aside)."""
+    work = ctx.mkdir("readme")
+    os.makedirs(os.path.join(work, "build"))
+    os.symlink(os.path.abspath(ctx.ptepack), os.path.join(work, "build", "ptepack"))
+    os.symlink(os.path.abspath(ctx.examples), os.path.join(work, "examples"))
+    os.makedirs(os.path.join(work, "out"))
+    steps = readme_example()
+    ctx.require(len(steps) >= 4 and any(expected for _, expected in steps),
+                f"the README's example was found: {steps}")
+
+    def timing(lines):
+        return [re.sub(r"in [0-9.]+ s \([^)]*\)", "in T s (...)", l) for l in lines]
+    for command, expected in steps:
+        done = subprocess.run(["sh", "-c", command], cwd=work, capture_output=True, text=True,
+                              env=dict(os.environ, COLUMNS="200"))
+        ctx.equal(done.returncode, 0, f"$ {command}: {done.stderr}")
+        if expected:
+            ctx.equal(timing(done.stdout.splitlines()), timing(expected), f"$ {command}")
 
 
 if __name__ == "__main__":
