@@ -229,25 +229,18 @@ DefaultProgramData default_program_data(const fs::path& pte_path, const pte::Pro
   std::error_code ec;
   const auto dir = pte_path.parent_path().empty() ? fs::path(".") : pte_path.parent_path();
   const auto manifest_path = dir / "manifest.json";
-  if (fs::is_regular_file(manifest_path, ec)) {
-    auto file = InputFile::open(manifest_path);
-    if (file->size() <= Limits::max_manifest_bytes) {
-      auto bytes = file->read_range(0, file->size());
-      const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-      if (manifest_version(text) == static_cast<uint64_t>(kManifestProgramsVersion)) {
-        const auto m = parse_manifest(text, manifest_path.string());
-        const auto name = pte_path.filename().string();
-        for (const auto& entry : m.programs) {
-          if (entry.file != name) continue;
-          for (const auto& shard : entry.shards) out.files.push_back(dir / shard);
-          out.named_keys = entry.named_data;
-          out.note = entry.shards.empty()
-                         ? fmt::format("no data files listed for it in {}", manifest_path.string())
-                         : fmt::format("data files listed for it in {}: {}",
-                                       manifest_path.string(), fmt::join(entry.shards, ", "));
-          return out;
-        }
-      }
+  if (manifest_version_of(manifest_path) == static_cast<uint64_t>(kManifestProgramsVersion)) {
+    const auto m = read_manifest_file(*InputFile::open(manifest_path), manifest_path.string());
+    const auto name = pte_path.filename().string();
+    for (const auto& entry : m.programs) {
+      if (entry.file != name) continue;
+      for (const auto& shard : entry.shards) out.files.push_back(dir / shard);
+      out.named_keys = entry.named_data;
+      out.note = entry.shards.empty()
+                     ? fmt::format("no data files listed for it in {}", manifest_path.string())
+                     : fmt::format("data files listed for it in {}: {}", manifest_path.string(),
+                                   fmt::join(entry.shards, ", "));
+      return out;
     }
   }
   const bool external = std::any_of(program.tensors.begin(), program.tensors.end(),

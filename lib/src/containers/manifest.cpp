@@ -425,6 +425,15 @@ WeightMap weight_map_of(const Manifest& m, const std::vector<ShardKey>& sorted) 
   return map;
 }
 
+std::optional<uint64_t> manifest_version_of(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  auto file = InputFile::open(path);
+  if (file->size() > Limits::max_manifest_bytes) return std::nullopt;
+  auto raw = file->read_range(0, file->size());
+  return manifest_version({reinterpret_cast<const char*>(raw.data()), raw.size()});
+}
+
 Manifest read_manifest_file(const InputFile& file, const std::string& context) {
   if (file.size() > Limits::max_manifest_bytes) {
     fail_input("{}: manifest of {} bytes exceeds the limit of {} bytes", context, file.size(),

@@ -411,10 +411,7 @@ std::optional<std::string> apply_recorded_options(PackOptions& options) {
     return std::nullopt;
   Manifest m;
   try {
-    auto file = InputFile::open(path);
-    if (file->size() > Limits::max_manifest_bytes) return std::nullopt;
-    auto bytes = file->read_range(0, file->size());
-    m = parse_manifest({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, path.string());
+    m = read_manifest_file(*InputFile::open(path), path.string());
   } catch (const Error&) {
     return std::nullopt;  // not a manifest: the front end that reads it says why
   }

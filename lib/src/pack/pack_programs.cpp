@@ -365,15 +365,9 @@ bool holds_programs(const fs::path& path) {
   auto status = fs::status(path, ec);
   if (ec || !fs::exists(status)) return false;
   if (fs::is_directory(status) || path.filename() == "manifest.json") {
-    auto manifest = directory_paths(path).manifest;
-    if (!fs::is_regular_file(manifest, ec)) return false;
-    // The manifest parsed, whatever its layout; one that cannot be read is left
-    // to the program-graph front end, whose reader says why.
-    auto file = InputFile::open(manifest);
-    if (file->size() > Limits::max_manifest_bytes) return false;
-    auto bytes = file->read_range(0, file->size());
-    std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    return manifest_version(text) == static_cast<uint64_t>(kManifestProgramsVersion);
+    // One that cannot be read is left to the program-graph front end, whose reader says why.
+    return manifest_version_of(directory_paths(path).manifest) ==
+           static_cast<uint64_t>(kManifestProgramsVersion);
   }
   if (!fs::is_regular_file(status)) return false;
   auto file = InputFile::open(path);

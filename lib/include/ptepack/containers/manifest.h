@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -117,6 +118,10 @@ inline constexpr uint64_t kMaxRelease = (uint64_t{1} << 53) - 1;  // exact in ev
 // A manifest.json file, refused before it is read when above
 // Limits::max_manifest_bytes, then parsed (its text freed once parsed).
 [[nodiscard]] Manifest read_manifest_file(const InputFile& file, const std::string& context);
+// The "version" of the manifest at `path` when it is a regular file within
+// Limits::max_manifest_bytes holding JSON with one; nothing otherwise (the
+// reader that opens it says why). How a front end tells the two kinds apart.
+[[nodiscard]] std::optional<uint64_t> manifest_version_of(const std::filesystem::path& path);
 // The top-level `version` of a manifest's text, parsed as JSON (any layout: re-indented or
 // minified by another tool), or nullopt when the text is no JSON object with an unsigned
 // integer `version`. Decides which front end reads a packed directory.
