@@ -33,8 +33,8 @@ ManifestTensor entry(const std::string& shard, uint64_t nbytes, uint8_t fill,
 Manifest old_release() {
   Manifest m;
   m.version = kManifestProgramsVersion;
-  m.shard_format = "ptd";
-  m.cap_mode = "file";
+  m.shard_format = ShardFormat::ptd;
+  m.cap_mode = CapMode::file;
   m.shards.push_back({"weights-aaaaaaaaaaaaaaaa.ptd", std::string(64, 'a'), 300, 100, {"a", "b"}});
   m.shards.push_back(
       {"weights-bbbbbbbbbbbbbbbb.ptd", std::string(64, 'b'), 300, 100, {"c", "d", "e"}});

@@ -35,13 +35,13 @@ std::string reference_manifest_json(const Manifest& m) {
     j["program"] =
         ordered{{"file", m.program.file}, {"sha256", m.program.sha256}, {"size", m.program.size}};
   }
-  j["shard_format"] = m.shard_format;
+  j["shard_format"] = shard_format_name(m.shard_format);
   j["max_shard_bytes"] = m.max_shard_bytes ? ordered(*m.max_shard_bytes) : ordered(nullptr);
-  j["cap_mode"] = m.cap_mode;
+  j["cap_mode"] = cap_mode_name(m.cap_mode);
   if (m.oversize_own_shard) j["oversize"] = "own-shard";
   if (m.alignment) j["alignment"] = *m.alignment;
   if (m.shard_prefix) j["shard_prefix"] = *m.shard_prefix;
-  if (m.placement) j["placement"] = *m.placement;
+  if (m.placement_single) j["placement"] = "single";
   if (m.max_shard_tensors) j["max_shard_tensors"] = *m.max_shard_tensors;
   ordered shards = ordered::array();
   for (const auto& s : m.shards) {
@@ -89,8 +89,8 @@ ManifestTensor tensor(std::string shard, Shape shape) {
 Manifest sample(int version) {
   Manifest m;
   m.version = version;
-  m.shard_format = "ptd";
-  m.cap_mode = "file";
+  m.shard_format = ShardFormat::ptd;
+  m.cap_mode = CapMode::file;
   m.total_size = 1234;
   if (version == kManifestProgramsVersion) {
     m.programs.push_back({"a.pte", std::string(64, 'b'), 99, {"forward", "m\"2"}, {"s.ptd"}, {}});
@@ -125,18 +125,18 @@ TEST_CASE("manifest_to_json equals the DOM's text, byte for byte") {
       if (capped) {
         m.max_shard_bytes = uint64_t{1} << 40;
         m.oversize_own_shard = true;
-        m.cap_mode = "payload";
+        m.cap_mode = CapMode::payload;
         m.alignment = 4096;
         m.shard_prefix = "w-1.x";
         m.max_shard_tensors = 7;
-        if (version == kManifestProgramsVersion) m.placement = "single";
+        if (version == kManifestProgramsVersion) m.placement_single = true;
       }
       CHECK(manifest_to_json(m) == reference_manifest_json(m));
     }
   }
   Manifest empty;  // nothing listed at all
-  empty.shard_format = "safetensors";
-  empty.cap_mode = "file";
+  empty.shard_format = ShardFormat::safetensors;
+  empty.cap_mode = CapMode::file;
   CHECK(manifest_to_json(empty) == reference_manifest_json(empty));
   auto negative = sample(kManifestVersion);  // a shape the reader would refuse still prints
   negative.tensors.begin()->second.shape = {-1, 5};
@@ -145,8 +145,8 @@ TEST_CASE("manifest_to_json equals the DOM's text, byte for byte") {
 
 TEST_CASE("the reader checks the weight_map against the shards' key lists") {
   Manifest m;
-  m.shard_format = "ptd";
-  m.cap_mode = "file";
+  m.shard_format = ShardFormat::ptd;
+  m.cap_mode = CapMode::file;
   m.program = {"program.ptg", std::string(64, 'd'), 4096};
   m.shards.push_back({"s.ptd", std::string(64, 'e'), 100, 48, {"a", "plain", "z"}});
   // "plain" is in both: its first shard maps it.
@@ -238,18 +238,18 @@ TEST_CASE("JsonWriter lays DOM values out in place and streams in pieces") {
 TEST_CASE("recorded shard options round-trip and are checked") {
   Manifest m;
   m.version = kManifestProgramsVersion;
-  m.shard_format = "ptd";
-  m.cap_mode = "file";
+  m.shard_format = ShardFormat::ptd;
+  m.cap_mode = CapMode::file;
   m.programs.push_back({"a.pte", std::string(64, 'a'), 10, {"forward"}, {}, {}});
   m.alignment = 64;
   m.shard_prefix = "w";
-  m.placement = "single";
+  m.placement_single = true;
   m.max_shard_tensors = 3;
   const auto text = manifest_to_json(m);
   const auto parsed = parse_manifest(text, "m.json");
   CHECK(parsed.alignment == m.alignment);
   CHECK(parsed.shard_prefix == m.shard_prefix);
-  CHECK(parsed.placement == m.placement);
+  CHECK(parsed.placement_single);
   CHECK(parsed.max_shard_tensors == m.max_shard_tensors);
   auto refused = [&](const std::string& from, const std::string& to) {
     auto bad = text;
@@ -267,7 +267,7 @@ TEST_CASE("recorded shard options round-trip and are checked") {
   graph.programs.clear();
   graph.program = {"program.ptg", std::string(64, 'd'), 10};
   CHECK_THROWS_AS(parse_manifest(manifest_to_json(graph), "m.json"), Error);
-  graph.placement.reset();
+  graph.placement_single = false;
   CHECK_NOTHROW(parse_manifest(manifest_to_json(graph), "m.json"));
 }
 

@@ -177,7 +177,7 @@ void load_shards(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
   for (const auto& shard : m.shards) {
     auto file = open_inside(paths.dir, shard.file, manifest_name);
     TensorTable table =
-        m.shard_format == "ptd" ? ptd::read_file(file).tensors : safetensors::read(file).tensors;
+        m.shard_format == ShardFormat::ptd ? ptd::read_file(file).tensors : safetensors::read(file).tensors;
     for (const auto& key : shard.stale) table.erase(key);  // not part of this release
     merge_table(a.data, std::move(table), file->name());
   }

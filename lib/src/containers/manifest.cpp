@@ -91,7 +91,7 @@ std::string manifest_to_json(const Manifest& m) {
   w.begin_object();
   if (m.alignment) w.field("alignment", *m.alignment);
   if (m.base_manifest_sha256) w.field("base_manifest_sha256", *m.base_manifest_sha256);
-  w.field("cap_mode", m.cap_mode);
+  w.field("cap_mode", cap_mode_name(m.cap_mode));
   w.field("format", kManifestFormat);
   w.key("max_shard_bytes");
   if (m.max_shard_bytes) {
@@ -107,7 +107,7 @@ std::string manifest_to_json(const Manifest& m) {
   if (m.oversize_own_shard) {
     w.field("oversize", "own-shard");
   }
-  if (m.placement) w.field("placement", *m.placement);
+  if (m.placement_single) w.field("placement", "single");
   if (m.version == kManifestProgramsVersion) {
     w.key("programs");
     w.begin_array();
@@ -134,7 +134,7 @@ std::string manifest_to_json(const Manifest& m) {
     w.end_object();
   }
   if (m.release) w.field("release", *m.release);
-  w.field("shard_format", m.shard_format);
+  w.field("shard_format", shard_format_name(m.shard_format));
   if (m.shard_prefix) w.field("shard_prefix", *m.shard_prefix);
   w.key("shards");
   w.begin_array();
@@ -207,6 +207,12 @@ std::optional<uint64_t> manifest_version(std::string_view text) {
   }
 }
 
+std::string_view shard_format_name(ShardFormat format) {
+  return format == ShardFormat::ptd ? "ptd" : "safetensors";
+}
+
+std::string_view cap_mode_name(CapMode mode) { return mode == CapMode::file ? "file" : "payload"; }
+
 Manifest parse_manifest(std::string_view text, const std::string& context) {
   const JsonDocument doc(text, context);
   const JsonValue& j = doc.root();
@@ -261,21 +267,23 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
   if (j.find("base_manifest_sha256") != nullptr) {
     m.base_manifest_sha256 = r.digest(j, "base_manifest_sha256", "");
   }
-  m.shard_format = r.string(j, "shard_format", "");
-  if (m.shard_format != "ptd" && m.shard_format != "safetensors")
+  const auto format = r.string(j, "shard_format", "");
+  if (format != "ptd" && format != "safetensors")
     r.bad("shard_format", "expected \"ptd\" or \"safetensors\"");
+  m.shard_format = format == "ptd" ? ShardFormat::ptd : ShardFormat::safetensors;
   const auto& cap = r.field(j, "max_shard_bytes", "");
   if (!cap.is_null()) m.max_shard_bytes = r.number(j, "max_shard_bytes", "");
-  m.cap_mode = r.string(j, "cap_mode", "");
-  if (m.cap_mode != "file" && m.cap_mode != "payload")
+  const auto cap_mode = r.string(j, "cap_mode", "");
+  if (cap_mode != "file" && cap_mode != "payload")
     r.bad("cap_mode", "expected \"file\" or \"payload\"");
+  m.cap_mode = cap_mode == "file" ? CapMode::file : CapMode::payload;
   if (j.find("oversize") != nullptr) {
     if (r.string(j, "oversize", "") != "own-shard") r.bad("oversize", "expected \"own-shard\"");
     m.oversize_own_shard = true;
   }
   if (j.find("alignment") != nullptr) {
     m.alignment = r.number(j, "alignment", "");
-    if (m.shard_format != "ptd" || *m.alignment < 16 || (*m.alignment & (*m.alignment - 1)) != 0)
+    if (m.shard_format != ShardFormat::ptd || *m.alignment < 16 || (*m.alignment & (*m.alignment - 1)) != 0)
       r.bad("alignment", "expected a power of two from 16, with .ptd shards");
   }
   if (j.find("max_shard_tensors") != nullptr) {
@@ -285,7 +293,7 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
   if (j.find("placement") != nullptr) {
     if (r.string(j, "placement", "") != "single" || m.version != kManifestProgramsVersion)
       r.bad("placement", "expected \"single\", in version 2");
-    m.placement = "single";
+    m.placement_single = true;
   }
   if (j.find("shard_prefix") != nullptr) {
     m.shard_prefix = r.string(j, "shard_prefix", "");

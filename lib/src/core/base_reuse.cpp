@@ -81,13 +81,14 @@ ReusePlan plan_reuse(const std::vector<StoredTensor>& tensors, const Manifest& o
     plan.fresh_reason = std::move(reason);
     return plan;
   };
-  if (old.shard_format != shard_format_name(options.format)) {
-    return fresh(fmt::format("the base holds {} shards and this pack writes {}", old.shard_format,
+  if (old.shard_format != options.format) {
+    return fresh(fmt::format("the base holds {} shards and this pack writes {}",
+                             shard_format_name(old.shard_format),
                              shard_format_name(options.format)));
   }
-  if (old.cap_mode != cap_mode_name(options.cap_mode)) {
+  if (old.cap_mode != options.cap_mode) {
     return fresh(fmt::format("the base caps shards in {} mode and this pack in {} mode",
-                             old.cap_mode, cap_mode_name(options.cap_mode)));
+                             cap_mode_name(old.cap_mode), cap_mode_name(options.cap_mode)));
   }
   auto find = [&](const std::string& key) -> size_t {
     auto it = std::lower_bound(tensors.begin(), tensors.end(), key,
@@ -98,7 +99,7 @@ ReusePlan plan_reuse(const std::vector<StoredTensor>& tensors, const Manifest& o
   // Safetensors aliases are not in their shard's key list (the file holds the
   // owner only): OLD's tensors name them, with their owner's shard.
   std::map<std::string_view, std::vector<std::string_view>> unlisted;  // shard -> aliases
-  if (old.shard_format == "safetensors") {
+  if (old.shard_format == ShardFormat::safetensors) {
     for (const auto& [key, t] : old.tensors) {
       if (t.alias_of) unlisted[t.shard].push_back(key);
     }

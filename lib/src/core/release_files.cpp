@@ -17,7 +17,7 @@ std::vector<ReleaseFile> release_files(const Manifest& manifest) {
     files.push_back({manifest.program.file, manifest.program.sha256, manifest.program.size});
   }
   for (const auto& s : manifest.shards) files.push_back({s.file, s.sha256, s.size});
-  if (manifest.shard_format == "safetensors") {
+  if (manifest.shard_format == ShardFormat::safetensors) {
     const auto index = safetensors::index_json(manifest.total_size, weight_map_of(manifest));
     files.push_back(
         {"model.safetensors.index.json", to_hex(sha256(std::string_view(index))), index.size()});

@@ -164,11 +164,14 @@ Fill anchored(const ShardSizer::Sizes& layout, const Geometry& geometry, size_t 
 
 }  // namespace
 
-std::string_view shard_format_name(ShardFormat format) {
-  return format == ShardFormat::ptd ? "ptd" : "safetensors";
+std::string_view shard_extension(ShardFormat format) {
+  return format == ShardFormat::ptd ? ".ptd" : ".safetensors";
 }
 
-std::string_view cap_mode_name(CapMode mode) { return mode == CapMode::file ? "file" : "payload"; }
+std::string shard_file_name(std::string_view prefix, std::string_view sha256_hex,
+                            ShardFormat format) {
+  return fmt::format("{}-{}{}", prefix, sha256_hex.substr(0, 16), shard_extension(format));
+}
 
 namespace {
 

@@ -174,7 +174,7 @@ void render_json(const DumpContext& context, Sink& out) {
     w.dom(breakdown_json(rows, keys, options.top, context));
   }
   const auto* manifest = artifact.manifest ? &*artifact.manifest : nullptr;
-  if (manifest) w.field("cap_mode", manifest->cap_mode);
+  if (manifest) w.field("cap_mode", cap_mode_name(manifest->cap_mode));
   w.field("format", kDumpFormat);
   w.field("kind", artifact_kind_name(artifact.kind));
   if (manifest) {
@@ -202,7 +202,7 @@ void render_json(const DumpContext& context, Sink& out) {
     w.key("programs");
     w.dom(programs.json);
   }
-  if (manifest) w.field("shard_format", manifest->shard_format);
+  if (manifest) w.field("shard_format", shard_format_name(manifest->shard_format));
   w.key("shards");
   w.begin_array();
   if (manifest) {
@@ -212,7 +212,7 @@ void render_json(const DumpContext& context, Sink& out) {
       w.key("fill");
       w.dom(manifest->max_shard_bytes
                 ? ordered(
-                      static_cast<double>(manifest->cap_mode == "file" ? s.size : s.payload_bytes) /
+                      static_cast<double>(cap_measure(manifest->cap_mode, s.size, s.payload_bytes)) /
                       static_cast<double>(*manifest->max_shard_bytes))
                 : ordered(nullptr));
       w.field("key_count", s.keys.size());

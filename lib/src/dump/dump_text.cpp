@@ -209,11 +209,12 @@ void render_text(const DumpContext& context, Sink& out) {
   }
   if (artifact.manifest) {
     const auto& m = *artifact.manifest;
-    line(fmt::format("\nshards: {} ({}, cap {})", m.shards.size(), m.shard_format,
-                     m.max_shard_bytes ? fmt::format("{} {} mode", *m.max_shard_bytes, m.cap_mode)
+    line(fmt::format("\nshards: {} ({}, cap {})", m.shards.size(), shard_format_name(m.shard_format),
+                     m.max_shard_bytes ? fmt::format("{} {} mode", *m.max_shard_bytes,
+                                                     cap_mode_name(m.cap_mode))
                                        : std::string("none")));
     for (const auto& s : m.shards) {
-      uint64_t measured = m.cap_mode == "file" ? s.size : s.payload_bytes;
+      uint64_t measured = cap_measure(m.cap_mode, s.size, s.payload_bytes);
       line(fmt::format("  #{:<3} {:<36} {:>12} bytes  payload {:>12}  fill {:>6}  {} keys{}",
                        shard_number[s.file], s.file, s.size, s.payload_bytes,
                        m.max_shard_bytes ? percent(measured, *m.max_shard_bytes) : std::string("-"),

@@ -77,11 +77,10 @@ void BaseRelease::plan(const std::vector<StoredTensor>& tensors, const PackOptio
   files_.assign(reuse_.shards.size(), nullptr);
   std::vector<std::string> unfit(reuse_.shards.size());  // why a file cannot be kept
   const auto& sharding = options.sharding;
-  const char* ext = old_.shard_format == "ptd" ? ".ptd" : ".safetensors";
   parallel_for(reuse_.shards.size(), effective_jobs(options.jobs), [&](size_t r) {
     const auto& shard = old_.shards[reuse_.shards[r].old_index];
     auto file = open_inside(dir_, shard.file, manifest_name_);
-    if (!shard.file.ends_with(fmt::format("-{}{}", shard.sha256.substr(0, 16), ext))) {
+    if (!shard.file.ends_with(shard_file_name("", shard.sha256, old_.shard_format))) {
       fail_input("{}: name does not end in its manifest SHA-256's 16 digits (the base is damaged)",
                  file->name());
     }
@@ -90,13 +89,13 @@ void BaseRelease::plan(const std::vector<StoredTensor>& tensors, const PackOptio
                  file->size(), shard.size);
     }
     TensorTable table =
-        old_.shard_format == "ptd" ? ptd::read_file(file).tensors : safetensors::read(file).tensors;
+        old_.shard_format == ShardFormat::ptd ? ptd::read_file(file).tensors : safetensors::read(file).tensors;
     // Stored tensors and payload as the file holds them (keys sharing bytes count once).
     std::set<std::pair<uint64_t, uint64_t>> stored;
     uint64_t payload = 0;
     for (const auto& [key, t] : table) {
       if (stored.emplace(t.bytes.offset, t.bytes.size).second) payload += t.bytes.size;
-      if (old_.shard_format == "ptd" && t.bytes.size > 0 &&
+      if (old_.shard_format == ShardFormat::ptd && t.bytes.size > 0 &&
           t.bytes.offset % sharding.alignment != 0 && unfit[r].empty()) {
         unfit[r] = fmt::format("its shard {} has tensor {} at offset {}, not on --alignment {}",
                                shard.file, quote(key), t.bytes.offset, sharding.alignment);

@@ -422,11 +422,11 @@ std::optional<std::string> apply_recorded_options(PackOptions& options) {
     s.max_shard_bytes = m.max_shard_bytes;
     taken.push_back(fmt::format("--max-shard-bytes {}", *m.max_shard_bytes));
   }
-  if (!given.cap_mode && m.cap_mode == "payload") {
+  if (!given.cap_mode && m.cap_mode == CapMode::payload) {
     s.cap_mode = CapMode::payload;
     taken.emplace_back("--cap-mode payload");
   }
-  if (!given.format && m.shard_format == "safetensors") {
+  if (!given.format && m.shard_format == ShardFormat::safetensors) {
     s.format = ShardFormat::safetensors;
     taken.emplace_back("--shard-format safetensors");
   }
@@ -442,7 +442,7 @@ std::optional<std::string> apply_recorded_options(PackOptions& options) {
     options.shard_prefix = *m.shard_prefix;
     taken.push_back(fmt::format("--shard-prefix {}", *m.shard_prefix));
   }
-  if (!given.placement && m.placement) {
+  if (!given.placement && m.placement_single) {
     options.placement = Placement::single;
     taken.emplace_back("--placement single");
   }

@@ -326,7 +326,7 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
   manifest.version = kManifestProgramsVersion;
   // Recorded where it changes the plan: two or more programs.
   if (options.placement == Placement::single && in.sources.size() > 1)
-    manifest.placement = "single";
+    manifest.placement_single = true;
   for (size_t p = 0; p < in.sources.size(); ++p) {
     const auto& name = in.sources[p].file->file;
     OutputFile file(dir / name, display(name));

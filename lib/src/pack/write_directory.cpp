@@ -152,10 +152,9 @@ void name_shards(const std::vector<StoredTensor>& tensors, const std::vector<Sto
                  const std::vector<Digest>& digests, const PackOptions& options,
                  AtomicOutput& output, PackSummary& summary, Manifest& manifest, size_t first) {
   const auto& dir = output.temp_path();
-  const char* ext = options.sharding.format == ShardFormat::ptd ? "ptd" : "safetensors";
-  manifest.shard_format = std::string(shard_format_name(options.sharding.format));
+  manifest.shard_format = options.sharding.format;
   manifest.max_shard_bytes = options.sharding.max_shard_bytes;
-  manifest.cap_mode = std::string(cap_mode_name(options.sharding.cap_mode));
+  manifest.cap_mode = options.sharding.cap_mode;
   // The options a lone repack takes (apply_recorded_options), when not the default.
   const ShardingOptions defaults;
   if (options.sharding.format == ShardFormat::ptd && options.sharding.alignment != defaults.alignment)
@@ -168,7 +167,7 @@ void name_shards(const std::vector<StoredTensor>& tensors, const std::vector<Sto
       std::any_of(plan.begin(), plan.end(), [](const PlannedShard& s) { return s.oversize; });
   for (size_t s = 0; s < plan.size(); ++s) {
     auto hex = to_hex(digests[s]);
-    auto name = fmt::format("{}-{}.{}", options.shard_prefix, hex.substr(0, 16), ext);
+    auto name = shard_file_name(options.shard_prefix, hex, options.sharding.format);
     std::error_code ec;
     fs::rename(dir / fmt::format(".shard-{}.tmp", s), dir / name, ec);
     if (ec) {

@@ -100,7 +100,7 @@ void DirectoryCheck::State::read_shards() {
                                   c.payload, s.payload_bytes));
       }
       if (m.max_shard_bytes) {
-        uint64_t measured = m.cap_mode == "file" ? file->size() : c.payload;
+        uint64_t measured = cap_measure(m.cap_mode, file->size(), c.payload);
         // --oversize own-shard: over the cap only alone (one stored tensor, its aliases).
         auto alone = [&] {
           const Digest* stored = nullptr;  // the digest every key must share
@@ -114,7 +114,7 @@ void DirectoryCheck::State::read_shards() {
         };
         if (measured > *m.max_shard_bytes && !(m.oversize_own_shard && alone())) {
           out.push_back(fmt::format("{}: {} {} bytes exceed the cap {}", file->name(),
-                                    m.cap_mode == "file" ? "file of" : "payload of", measured,
+                                    m.cap_mode == CapMode::file ? "file of" : "payload of", measured,
                                     *m.max_shard_bytes));
         }
       }

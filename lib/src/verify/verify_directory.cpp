@@ -8,6 +8,7 @@
 #include "graph/program_checks.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/parallel.h"
+#include "ptepack/core/shard_plan.h"
 #include "ptepack/hash/parallel_hash.h"
 #include "ptepack/io/output_file.h"
 #include "verify/directory_state.h"
@@ -71,7 +72,6 @@ void DirectoryCheck::State::hash_and_compare(Progress* progress) {
   const auto all = to_hash();
   const auto digests = hash_ranges(all, options.jobs, progress);
   size_t next = 0;
-  const char* ext = ptd_format ? ".ptd" : ".safetensors";
   for (size_t i = 0; i < contents.size(); ++i) {
     const auto& c = contents[i];
     if (!c.file) continue;
@@ -82,7 +82,7 @@ void DirectoryCheck::State::hash_and_compare(Progress* progress) {
       problems.push_back(
           fmt::format("{}: SHA-256 differs from the manifest (file changed)", c.file->name()));
     }
-    auto suffix = fmt::format("-{}{}", hex.substr(0, 16), ext);
+    const auto suffix = shard_file_name("", hex, m.shard_format);
     if (!s.file.ends_with(suffix)) {
       problems.push_back(fmt::format("{}: name does not end in {} (content-addressed name)",
                                      c.file->name(), suffix));
@@ -132,7 +132,7 @@ bool DirectoryCheck::structure() {
         "removes it)",
         stray.string(), s.paths.dir.string()));
   }
-  s.ptd_format = s.m.shard_format == "ptd";
+  s.ptd_format = s.m.shard_format == ShardFormat::ptd;
   s.programs = s.m.version == kManifestProgramsVersion;
   if (s.programs) s.report.kind = std::string(artifact_kind_name(ArtifactKind::programs));
   s.files_present();

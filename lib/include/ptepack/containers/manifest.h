@@ -16,6 +16,18 @@
 
 namespace ptepack {
 
+// The shards' file format and what the cap bounds, as a manifest records them
+// ("ptd"/"safetensors", "file"/"payload"), converted once by the reader.
+enum class ShardFormat { ptd, safetensors };
+enum class CapMode { file, payload };
+[[nodiscard]] std::string_view shard_format_name(ShardFormat format);
+[[nodiscard]] std::string_view cap_mode_name(CapMode mode);
+// The size the cap bounds in `mode`: the whole file, or its unique tensor bytes.
+[[nodiscard]] constexpr uint64_t cap_measure(CapMode mode, uint64_t file_bytes,
+                                             uint64_t payload_bytes) {
+  return mode == CapMode::file ? file_bytes : payload_bytes;
+}
+
 struct ManifestProgram {
   std::string file;
   std::string sha256;
@@ -62,18 +74,18 @@ struct Manifest {
   int version = 1;                             // 1: program graph; 2: .pte programs
   ManifestProgram program;                     // version 1
   std::vector<ManifestProgramEntry> programs;  // version 2
-  std::string shard_format;                    // "ptd" or "safetensors"
-  std::optional<uint64_t> max_shard_bytes;     // null when uncapped
-  std::string cap_mode;                        // "file" or "payload"
+  ShardFormat shard_format = ShardFormat::ptd;
+  std::optional<uint64_t> max_shard_bytes;  // null when uncapped
+  CapMode cap_mode = CapMode::file;
   // "oversize": "own-shard": a shard may exceed the cap when it holds one stored tensor.
   bool oversize_own_shard = false;
   // Shard options written only when not the default, so a repack of this
   // directory alone can take them (docs/manifest.md): .ptd segment alignment
-  // (default 128), shard file prefix ("weights"), placement ("single"; the
-  // default "sets" is not written) and stored tensors per shard.
+  // (default 128), shard file prefix ("weights"), placement single (version 2;
+  // the default, sets, is not written) and stored tensors per shard.
   std::optional<uint64_t> alignment;
   std::optional<std::string> shard_prefix;
-  std::optional<std::string> placement;
+  bool placement_single = false;
   std::optional<uint64_t> max_shard_tensors;
   std::vector<ManifestShard> shards;
   std::map<std::string, ManifestTensor> tensors;

@@ -6,15 +6,18 @@
 #include <string>
 #include <vector>
 
+#include "ptepack/containers/manifest.h"
 #include "ptepack/core/storage.h"
 
 namespace ptepack {
 
-enum class ShardFormat { ptd, safetensors };
-enum class CapMode { file, payload };
+// ShardFormat and CapMode, as the manifest records them: ptepack/containers/manifest.h.
 
-[[nodiscard]] std::string_view shard_format_name(ShardFormat format);
-[[nodiscard]] std::string_view cap_mode_name(CapMode mode);
+// A shard's content name: PREFIX-<first 16 hex digits of its SHA-256>.ptd|.safetensors.
+[[nodiscard]] std::string shard_file_name(std::string_view prefix, std::string_view sha256_hex,
+                                          ShardFormat format);
+// The file name extension of a shard format, with its dot.
+[[nodiscard]] std::string_view shard_extension(ShardFormat format);
 
 struct ShardingOptions {
   ShardFormat format = ShardFormat::ptd;
