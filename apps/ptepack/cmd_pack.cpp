@@ -1,6 +1,9 @@
 // `ptepack pack`: options -> PackOptions -> ptepack::pack -> summary.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+
 #include "commands.h"
 #include "ptepack/base/error.h"
 #include "ptepack/pack/pack.h"
@@ -63,7 +66,7 @@ Action add_pack(CLI::App& app) {
                   "shards are kept whole where still valid, so a device holding OLD downloads "
                   "only what changed");
   cmd->add_option("--alignment", args->options.sharding.alignment,
-                  ".ptd segment alignment (power of two >= 16)");
+                  ".ptd segment alignment (a power of two from 16 to 65536)");
   cmd->add_option("--merge", args->merge,
                   "NAME.pte: .pte inputs become one multi-method program, DIR/NAME.pte, beside "
                   "its shards (with -o NAME.pte they always do)");
@@ -89,7 +92,8 @@ Action add_pack(CLI::App& app) {
   cmd->add_flag("--force", args->options.force, "Replace an existing non-ptepack directory");
   // Options that shape shards mean nothing for a single-file output: refuse them.
   std::vector<std::pair<std::string, CLI::Option*>> directory_only;
-  for (const char* name : {"--alignment", "--shard-format", "--shard-prefix", "--cap-mode",
+  for (const char* name : {"--max-shard-bytes", "--alignment", "--shard-format",
+                           "--shard-prefix", "--cap-mode",
                            "--oversize", "--max-shard-tensors", "--placement", "--base",
                            "--merge", "--sign", "--release"})
     directory_only.emplace_back(name, cmd->get_option(name));
@@ -107,8 +111,10 @@ Action add_pack(CLI::App& app) {
              output_kind_name(kind));
       }
     }
-    if (!args->max_shard_bytes.empty() && args->max_shard_bytes != "none")
-      o.sharding.max_shard_bytes = parse_size(args->max_shard_bytes);
+    auto cap = args->max_shard_bytes;
+    std::transform(cap.begin(), cap.end(), cap.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (!cap.empty() && cap != "none") o.sharding.max_shard_bytes = parse_size(args->max_shard_bytes);
     auto given = [cmd](const char* name) { return cmd->get_option(name)->count() > 0; };
     o.given = GivenShardOptions{given("--max-shard-bytes"), given("--cap-mode"),
                                 given("--shard-format"),    given("--oversize"),

@@ -119,6 +119,33 @@ def a_program_inside_a_packed_directory_finds_its_shards(ctx):
     diff = ctx.run("diff", program, fixture(ctx, "xnnpack_conv"))
     ctx.code(diff, 0, "the packed program computes what its source does")
     ctx.check("equivalent" in diff.out and "data files listed for it" in diff.out, diff.out)
+    ctx.check(any("data files listed for it" in n for n in result["notes"]),
+              f"verify --json says where the data came from: {result['notes']}")
+    doc = ctx.run_ok("dump", program, "--json").json()
+    ctx.check(any("data files listed for it" in n for n in doc.get("notes", [])),
+              "dump --json says it too")
+    # Another program under a listed name is not the one the manifest lists.
+    other = ctx.mkdir("other")
+    with open(os.path.join(out, "manifest.json"), "rb") as src, \
+            open(os.path.join(other, "manifest.json"), "wb") as dst:
+        dst.write(src.read())
+    impostor = os.path.join(other, "xnnpack_conv.pte")
+    with open(fixture(ctx, "portable_add_no_header"), "rb") as src, open(impostor, "wb") as dst:
+        dst.write(src.read())
+    ctx.check("listed for it" not in ctx.run_ok("dump", impostor).out, "an impostor")
+    # A link to the program finds its directory's manifest.
+    link = os.path.join(ctx.mkdir("link"), "conv.pte")
+    os.symlink(program, link)
+    ctx.check("data files listed for it" in ctx.run_ok("dump", link).out, "through a link")
+    # A damaged manifest beside it: the program is read alone, with a note saying why.
+    manifest_path = os.path.join(out, "manifest.json")
+    text = open(manifest_path, encoding="utf-8").read()
+    with open(manifest_path, "w", encoding="utf-8") as handle:
+        handle.write(text.replace('"cap_mode": "file"', '"cap_mode": "both"'))
+    alone = ctx.run("dump", program)
+    ctx.check(alone.code == 0 and "not used" in alone.out, f"damaged manifest: {alone!r}")
+    with open(manifest_path, "w", encoding="utf-8") as handle:
+        handle.write(text)
     # The shards are what it is checked against: one missing is an error naming it.
     os.remove(os.path.join(out, entry["shards"][0]))
     broken = ctx.run("verify", program)
@@ -171,6 +198,17 @@ def a_repack_of_one_directory_keeps_its_recorded_shard_options(ctx):
     m = load_json(os.path.join(uncapped, "manifest.json"))
     ctx.equal([m.get(k) for k in RECORDED[:5]], [64, "x", "single", 9, None],
               "--max-shard-bytes none and --shard-prefix x override, the rest is kept")
+    # An error a recorded option leads to says where the option came from.
+    tight = os.path.join(ctx.mkdir("tight"), "packed")
+    ctx.run_ok("pack", src, "-o", tight, "-q", "--max-shard-bytes", "300KB")
+    failed = ctx.run("pack", tight, "-o", os.path.join(ctx.mkdir("f"), "o"), "--max-shard-tensors",
+                     "1", "--alignment", "65536", "--max-shard-bytes", "262145")
+    ctx.check(failed.code == 4 and "shard options recorded in" in failed.err, failed.err)
+    ctx.check(len(failed.err.strip().splitlines()) == 1, "still one line")
+    # none is a cap value of a directory output only, in any case.
+    ptn = ctx.run("pack", src, "-o", os.path.join(ctx.mkdir("n"), "o.pte"), "--max-shard-bytes",
+                  "NONE")
+    ctx.code(ptn, 2, "--max-shard-bytes none with a .pte output")
 
 
 @suite.test
@@ -184,6 +222,12 @@ def a_repack_of_a_program_graph_directory_keeps_its_format_and_cap(ctx):
     result = ctx.run_ok("pack", src, "-o", again)
     ctx.check("--cap-mode payload --shard-format safetensors" in result.out, result.out)
     ctx.equal(tree_differences(snapshot(src), snapshot(again)), [], "the repack is byte-identical")
+    # With safetensors given, a recorded .ptd alignment is not taken.
+    aligned = os.path.join(work, "aligned")
+    ctx.run_ok("pack", *inputs, "-o", aligned, "-q", "--alignment", "64")
+    st = ctx.run_ok("pack", aligned, "-o", os.path.join(work, "st"), "--shard-format",
+                    "safetensors")
+    ctx.check("--alignment" not in st.out, f"no alignment for safetensors: {st.out}")
     defaults = os.path.join(work, "defaults")
     plain = ctx.run_ok("pack", *inputs, "-o", defaults)
     ctx.check("recorded" not in plain.out, "several inputs take nothing from a manifest")
@@ -197,7 +241,8 @@ def a_recorded_option_out_of_range_is_refused(ctx):
     ctx.run_ok("pack", fixture(ctx, "xnnpack_conv"), "-o", src, "-q")
     path = os.path.join(src, "manifest.json")
     original = open(path, encoding="utf-8").read()
-    for field, value in (("alignment", 24), ("placement", "sets"), ("max_shard_tensors", 0)):
+    for field, value in (("alignment", 24), ("alignment", 1 << 40), ("placement", "sets"),
+                         ("max_shard_tensors", 0), ("shard_prefix", "my weights")):
         m = load_json(path)
         m[field] = value
         with open(path, "w", encoding="utf-8") as handle:

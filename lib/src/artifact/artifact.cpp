@@ -227,13 +227,23 @@ void load_pte(Artifact& a, const fs::path& path, const std::vector<fs::path>& da
 DefaultProgramData default_program_data(const fs::path& pte_path, const pte::Program& program) {
   DefaultProgramData out;
   std::error_code ec;
-  const auto dir = pte_path.parent_path().empty() ? fs::path(".") : pte_path.parent_path();
+  // A link to a program in a packed directory finds that directory's manifest.
+  auto real = fs::canonical(pte_path, ec);
+  if (ec) real = pte_path;
+  const auto dir = real.parent_path().empty() ? fs::path(".") : real.parent_path();
   const auto manifest_path = dir / "manifest.json";
   if (manifest_version_of(manifest_path) == static_cast<uint64_t>(kManifestProgramsVersion)) {
-    const auto m = read_manifest_file(*InputFile::open(manifest_path), manifest_path.string());
-    const auto name = pte_path.filename().string();
+    Manifest m;  // no programs when it cannot be read
+    try {
+      m = read_manifest_file(*InputFile::open(manifest_path), manifest_path.string());
+    } catch (const Error& e) {  // `verify DIR` says what is wrong with it; the program is read alone
+      out.note = fmt::format("{} not used: {}", manifest_path.string(), e.what());
+    }
+    const auto name = real.filename().string();
+    const auto size = fs::file_size(real, ec);
     for (const auto& entry : m.programs) {
-      if (entry.file != name) continue;
+      // Listed under its name and with its size: a program copied over it is not it.
+      if (entry.file != name || ec || entry.size != size) continue;
       for (const auto& shard : entry.shards) out.files.push_back(dir / shard);
       out.named_keys = entry.named_data;
       out.note = entry.shards.empty()

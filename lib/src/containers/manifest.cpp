@@ -207,6 +207,20 @@ std::optional<uint64_t> manifest_version(std::string_view text) {
   }
 }
 
+std::string shard_prefix_problem(std::string_view prefix) {
+  const bool ok =
+      !prefix.empty() && prefix.size() <= 100 && prefix.front() != '.' &&
+      prefix.find_first_not_of(
+          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
+  return ok ? "" : "must be letters, digits, '.', '_' or '-' (not starting with '.', at most 100)";
+}
+
+std::string alignment_problem(uint64_t alignment) {
+  if (alignment >= 16 && alignment <= Limits::max_alignment && (alignment & (alignment - 1)) == 0)
+    return "";
+  return fmt::format("must be a power of two from 16 to {}", Limits::max_alignment);
+}
+
 std::string_view shard_format_name(ShardFormat format) {
   return format == ShardFormat::ptd ? "ptd" : "safetensors";
 }
@@ -283,8 +297,8 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
   }
   if (j.find("alignment") != nullptr) {
     m.alignment = r.number(j, "alignment", "");
-    if (m.shard_format != ShardFormat::ptd || *m.alignment < 16 || (*m.alignment & (*m.alignment - 1)) != 0)
-      r.bad("alignment", "expected a power of two from 16, with .ptd shards");
+    if (m.shard_format != ShardFormat::ptd) r.bad("alignment", "only with .ptd shards");
+    if (auto problem = alignment_problem(*m.alignment); !problem.empty()) r.bad("alignment", problem);
   }
   if (j.find("max_shard_tensors") != nullptr) {
     m.max_shard_tensors = r.number(j, "max_shard_tensors", "");
@@ -297,7 +311,8 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
   }
   if (j.find("shard_prefix") != nullptr) {
     m.shard_prefix = r.string(j, "shard_prefix", "");
-    if (!is_plain_file_name(*m.shard_prefix)) r.bad("shard_prefix", "expected a file name prefix");
+    if (auto problem = shard_prefix_problem(*m.shard_prefix); !problem.empty())
+      r.bad("shard_prefix", problem);
   }
   const auto& shards = r.field(j, "shards", "");
   if (!shards.is_array()) r.bad("shards", "expected an array");

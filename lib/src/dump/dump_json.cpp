@@ -185,6 +185,10 @@ void render_json(const DumpContext& context, Sink& out) {
       w.null();
     }
   }
+  if (!artifact.notes.empty()) {  // how its data files were found, when not given
+    w.key("notes");
+    w.strings(artifact.notes);
+  }
   w.key("program");
   if (artifact.program) {
     w.begin_object();

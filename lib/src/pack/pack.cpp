@@ -41,19 +41,10 @@ void check_options(const PackOptions& options) {
          "-o -: pack writes files, not standard output; name a .ptn file, a .pte file or a "
          "directory");
   }
-  if (s.alignment < 16 || (s.alignment & (s.alignment - 1)) != 0) {
-    fail(ErrorCode::usage, "--alignment {} must be a power of two >= 16", s.alignment);
-  }
-  const auto& prefix = options.shard_prefix;
-  bool prefix_ok =
-      !prefix.empty() && prefix.size() <= 100 && prefix.front() != '.' &&
-      prefix.find_first_not_of(
-          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
-  if (!prefix_ok) {
-    fail(ErrorCode::usage,
-         "--shard-prefix {} must be letters, digits, '.', '_' or '-' (not starting with '.')",
-         quote(prefix));
-  }
+  if (auto problem = alignment_problem(s.alignment); !problem.empty())
+    fail(ErrorCode::usage, "--alignment {} {}", s.alignment, problem);
+  if (auto problem = shard_prefix_problem(options.shard_prefix); !problem.empty())
+    fail(ErrorCode::usage, "--shard-prefix {} {}", quote(options.shard_prefix), problem);
   const OutputKind kind = output_kind(options.output);
   if (kind != OutputKind::directory && options.base) {
     fail(ErrorCode::usage, "--base applies to directory outputs, not to a {}",
@@ -394,8 +385,6 @@ PackSummary pack_once(const PackOptions& options) {
   return summary;
 }
 
-}  // namespace
-
 // A directory output from one packed directory alone: every shard option not
 // given is taken from its manifest. Returns the note naming what was taken
 // (only values other than the defaults), or nothing when none was.
@@ -434,7 +423,7 @@ std::optional<std::string> apply_recorded_options(PackOptions& options) {
     s.oversize_own_shard = true;
     taken.emplace_back("--oversize own-shard");
   }
-  if (!given.alignment && m.alignment) {
+  if (!given.alignment && m.alignment && s.format == ShardFormat::ptd) {
     s.alignment = *m.alignment;
     taken.push_back(fmt::format("--alignment {}", *m.alignment));
   }
@@ -451,15 +440,27 @@ std::optional<std::string> apply_recorded_options(PackOptions& options) {
     taken.push_back(fmt::format("--max-shard-tensors {}", *m.max_shard_tensors));
   }
   if (taken.empty()) return std::nullopt;
-  return fmt::format("shard options recorded in {}: {} (an option given overrides its value)",
+  return fmt::format("shard options recorded in {}: {} (an option given overrides its value; "
+                     "--max-shard-bytes none drops a cap)",
                      path.string(), fmt::join(taken, " "));
 }
+
+}  // namespace
 
 PackSummary pack(const PackOptions& given_options) {
   auto start = std::chrono::steady_clock::now();
   PackOptions options = given_options;
   const auto recorded = apply_recorded_options(options);
-  auto summary = pack_once(options);
+  PackSummary summary;
+  try {
+    summary = pack_once(options);
+  } catch (const Error& e) {
+    // A cap or option refused because of values the user did not type says where they came
+    // from; damage to the input (verify's lines) is reported as verify reports it.
+    const bool from_options = e.code() == ErrorCode::usage || e.code() == ErrorCode::conflict;
+    if (!recorded || !from_options) throw;
+    fail(e.code(), "{} (with the {})", e.what(), *recorded);
+  }
   if (recorded) summary.notes.insert(summary.notes.begin(), *recorded);
   summary.elapsed_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

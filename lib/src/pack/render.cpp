@@ -20,7 +20,7 @@ std::string render_pack_text(const PackSummary& s, bool verbose, size_t width) {
   std::string out;
   auto line = [&out, width](const std::string& text) {
     auto escaped_line = text_line(text);
-    const size_t blank = escaped_line.find_first_not_of('\n');
+    const size_t blank = std::min(escaped_line.find_first_not_of('\n'), escaped_line.size() - 1);
     out.append(escaped_line, 0, blank);
     escaped_line.pop_back();
     out += detail::wrap_line(std::string_view(escaped_line).substr(blank), width);

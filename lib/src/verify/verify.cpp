@@ -166,6 +166,7 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
     auto found = default_program_data(file->path(), program);
     sources = std::move(found.files);
     if (found.named_keys) named_keys = std::move(*found.named_keys);
+    if (found.note) report.notes.push_back(fmt::format("{}: {}", file->name(), *found.note));
   }
   std::vector<TensorTable> tables(sources.size());
   std::vector<DataFile> files;

@@ -130,6 +130,14 @@ inline constexpr uint64_t kMaxRelease = (uint64_t{1} << 53) - 1;  // exact in ev
 // A manifest.json file, refused before it is read when above
 // Limits::max_manifest_bytes, then parsed (its text freed once parsed).
 [[nodiscard]] Manifest read_manifest_file(const InputFile& file, const std::string& context);
+// Why `prefix` cannot start shard file names (letters, digits, '.', '_', '-', not
+// starting with '.', at most 100 characters), or empty when it can: the rule of
+// --shard-prefix and of a manifest's recorded shard_prefix.
+[[nodiscard]] std::string shard_prefix_problem(std::string_view prefix);
+// The same for --alignment and a recorded alignment: a power of two, 16 to
+// Limits::max_alignment.
+[[nodiscard]] std::string alignment_problem(uint64_t alignment);
+
 // The "version" of the manifest at `path` when it is a regular file within
 // Limits::max_manifest_bytes holding JSON with one; nothing otherwise (the
 // reader that opens it says why). How a front end tells the two kinds apart.
