@@ -1,11 +1,8 @@
 // `ptepack pack`: options -> PackOptions -> ptepack::pack -> summary.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 
 #include "commands.h"
-#include "ptepack/base/error.h"
 #include "ptepack/pack/pack.h"
 
 namespace ptepack::cli {
@@ -90,27 +87,12 @@ Action add_pack(CLI::App& app) {
   cmd->add_flag("-v,--verbose", args->verbose,
                 "List every rename, state key and shard in the summary");
   cmd->add_flag("--force", args->options.force, "Replace an existing non-ptepack directory");
-  // Options that shape shards mean nothing for a single-file output: refuse them.
-  std::vector<std::pair<std::string, CLI::Option*>> directory_only;
-  for (const char* name : {"--max-shard-bytes", "--alignment", "--shard-format",
-                           "--shard-prefix", "--cap-mode",
-                           "--oversize", "--max-shard-tensors", "--placement", "--base",
-                           "--merge", "--sign", "--release"})
-    directory_only.emplace_back(name, cmd->get_option(name));
   auto* base_option = cmd->get_option("--base");
   auto* merge_option = cmd->get_option("--merge");
   auto* sign_option = cmd->get_option("--sign");
   auto* release_option = cmd->get_option("--release");
-  return [args, cmd, directory_only, progress, base_option, merge_option, sign_option,
-          release_option] {
+  return [args, cmd, progress, base_option, merge_option, sign_option, release_option] {
     auto& o = args->options;
-    const OutputKind kind = output_kind(o.output);
-    for (const auto& [name, option] : directory_only) {
-      if (kind != OutputKind::directory && option->count() > 0) {
-        fail(ErrorCode::usage, "{} applies to directory outputs, not to a {}", name,
-             output_kind_name(kind));
-      }
-    }
     auto cap = args->max_shard_bytes;
     std::transform(cap.begin(), cap.end(), cap.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });

@@ -41,23 +41,40 @@ void check_options(const PackOptions& options) {
          "-o -: pack writes files, not standard output; name a .ptn file, a .pte file or a "
          "directory");
   }
+  // Options that shape a directory mean nothing for a single-file output: refused, in
+  // this order, whether a command line gave them (PackOptions::given) or a caller set them.
+  const OutputKind kind = output_kind(options.output);
+  if (kind != OutputKind::directory) {
+    const ShardingOptions defaults;
+    const auto given = options.given.value_or(GivenShardOptions{
+        s.max_shard_bytes.has_value(), s.cap_mode != defaults.cap_mode,
+        s.format != defaults.format, s.oversize_own_shard, s.alignment != defaults.alignment,
+        options.shard_prefix != PackOptions{}.shard_prefix, options.placement != Placement::sets,
+        s.max_shard_tensors.has_value()});
+    const std::pair<bool, const char*> directory_only[] = {
+        {given.max_shard_bytes || s.max_shard_bytes, "--max-shard-bytes"},
+        {given.alignment, "--alignment"},
+        {given.format, "--shard-format"},
+        {given.prefix, "--shard-prefix"},
+        {given.cap_mode, "--cap-mode"},
+        {given.oversize, "--oversize"},
+        {given.max_shard_tensors, "--max-shard-tensors"},
+        {given.placement, "--placement"},
+        {options.base.has_value(), "--base"},
+        {options.merge.has_value(), "--merge"},
+        {options.sign_key.has_value(), "--sign"},
+        {options.release.has_value(), "--release"}};
+    for (const auto& [set, name] : directory_only) {
+      if (set) {
+        fail(ErrorCode::usage, "{} applies to directory outputs, not to a {}", name,
+             output_kind_name(kind));
+      }
+    }
+  }
   if (auto problem = alignment_problem(s.alignment); !problem.empty())
     fail(ErrorCode::usage, "--alignment {} {}", s.alignment, problem);
   if (auto problem = shard_prefix_problem(options.shard_prefix); !problem.empty())
     fail(ErrorCode::usage, "--shard-prefix {} {}", quote(options.shard_prefix), problem);
-  const OutputKind kind = output_kind(options.output);
-  if (kind != OutputKind::directory && options.base) {
-    fail(ErrorCode::usage, "--base applies to directory outputs, not to a {}",
-         output_kind_name(kind));
-  }
-  if (kind != OutputKind::directory && s.max_shard_bytes) {
-    fail(ErrorCode::usage, "--max-shard-bytes applies to directory outputs, not to a {}",
-         output_kind_name(kind));
-  }
-  if (kind != OutputKind::directory && (options.sign_key || options.release)) {
-    fail(ErrorCode::usage, "{} applies to directory outputs (a signed release), not to a {}",
-         options.sign_key ? "--sign" : "--release", output_kind_name(kind));
-  }
   if (options.release && (*options.release < 1 || *options.release > kMaxRelease)) {
     fail(ErrorCode::usage, "--release {}: expected 1 to 2^53-1", *options.release);
   }
@@ -66,10 +83,6 @@ void check_options(const PackOptions& options) {
   }
   if (options.merge) {
     const auto& name = *options.merge;
-    if (kind != OutputKind::directory) {
-      fail(ErrorCode::usage, "--merge names the program of a directory output, not of a {} ({} "
-           "is the merged program already)", output_kind_name(kind), options.output.string());
-    }
     if (name.find('/') != std::string::npos || !is_plain_file_name(name) ||
         output_kind(name) != OutputKind::program) {
       fail(ErrorCode::usage, "--merge {}: a file name ending in .pte, without '/'", quote(name));
