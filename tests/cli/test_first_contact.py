@@ -198,6 +198,20 @@ def a_repack_of_one_directory_keeps_its_recorded_shard_options(ctx):
     m = load_json(os.path.join(uncapped, "manifest.json"))
     ctx.equal([m.get(k) for k in RECORDED[:5]], [64, "x", "single", 9, None],
               "--max-shard-bytes none and --shard-prefix x override, the rest is kept")
+    # verify holds every shard to the recorded options.
+    manifest_path = os.path.join(src, "manifest.json")
+    text = open(manifest_path, encoding="utf-8").read()
+    for field, value in (("shard_prefix", "z"), ("alignment", 65536)):
+        m = json.loads(text)
+        m[field] = value
+        with open(manifest_path, "w", encoding="utf-8") as handle:
+            json.dump(m, handle, indent=2)
+        checked = ctx.run("verify", src)
+        ctx.check(checked.code == 1 and f"manifest's {field}" in checked.err,
+                  f"verify with {field}={value!r}: {checked!r}")
+    with open(manifest_path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    ctx.run_ok("verify", src)
     # An error a recorded option leads to says where the option came from.
     tight = os.path.join(ctx.mkdir("tight"), "packed")
     ctx.run_ok("pack", src, "-o", tight, "-q", "--max-shard-bytes", "300KB")

@@ -83,6 +83,11 @@ void DirectoryCheck::State::read_shards() {
         out.push_back(fmt::format("{}: size {} differs from the manifest's {}", file->name(),
                                   file->size(), s.size));
       }
+      // Recorded shard options hold for every shard (docs/manifest.md).
+      if (m.shard_prefix && !s.file.starts_with(*m.shard_prefix + "-")) {
+        out.push_back(fmt::format("{}: name does not start with the manifest's shard_prefix {}",
+                                  file->name(), quote(*m.shard_prefix)));
+      }
       auto& c = contents[i];
       c.file = file;
       if (ptd_format) {
@@ -90,6 +95,14 @@ void DirectoryCheck::State::read_shards() {
         note_unreferenced_segments(f, notes[i]);
         for (const auto& seg : f.segments) c.payload += seg.size;
         c.tensors = std::move(f.tensors);
+        for (const auto& [key, t] : c.tensors) {
+          if (m.alignment && t.bytes.size > 0 && t.bytes.offset % *m.alignment != 0) {
+            out.push_back(fmt::format("{}: tensor {} at offset {} is not on the manifest's "
+                                      "alignment {}",
+                                      file->name(), quote(key), t.bytes.offset, *m.alignment));
+            break;
+          }
+        }
       } else {
         c.tensors = safetensors::read(file).tensors;
         for (const auto& [k, t] : c.tensors) c.payload += t.bytes.size;
