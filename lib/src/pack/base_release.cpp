@@ -17,6 +17,10 @@ namespace ptepack::detail {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// Refuses (usage error) a --base that is missing or not a packed directory or
+// its manifest.json; before the base is read or the output checked against it.
 void check_base_path(const fs::path& path) {
   std::error_code ec;
   const auto status = fs::status(path, ec);
@@ -28,6 +32,8 @@ void check_base_path(const fs::path& path) {
          path.string());
   }
 }
+
+}  // namespace
 
 BaseRelease::BaseRelease(const fs::path& path, int version) {
   check_base_path(path);

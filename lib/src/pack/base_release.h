@@ -15,10 +15,6 @@
 
 namespace ptepack::detail {
 
-// Refuses (usage error) a --base that is missing or not a packed directory or
-// its manifest.json; before the base is read or the output checked against it.
-void check_base_path(const std::filesystem::path& path);
-
 class BaseRelease {
  public:
   // Reads OLD's manifest (a packed directory or its manifest.json), which must

@@ -262,9 +262,12 @@ PackSummary pack_once(const PackOptions& options) {
                   spec.method};
     merge_inputs.push_back(std::move(in));
   }
+  // --base is opened and its manifest checked once, before anything is hashed; every file
+  // of it counts as read for the output check.
+  std::unique_ptr<detail::BaseRelease> base;
   if (options.base) {
-    detail::check_base_path(*options.base);
-    input_paths.push_back(directory_paths(*options.base).dir);
+    base = std::make_unique<detail::BaseRelease>(*options.base, kManifestVersion);
+    base->add_read_paths(input_paths);
   }
   if (!options.dry_run) detail::check_output_target(options, input_paths);
   std::vector<const Manifest*> input_manifests;
@@ -280,6 +283,7 @@ PackSummary pack_once(const PackOptions& options) {
   }
   detail::PreparedPack prepared;
   prepared.stamp = stamp;
+  prepared.base = std::move(base);
   prepared.merged =
       merge_programs(std::move(merge_inputs), effective_jobs(options.jobs), options.list_renames);
   auto& merged = prepared.merged;

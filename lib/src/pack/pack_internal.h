@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "pack/base_release.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/containers/manifest.h"
 #include "ptepack/core/file_content.h"
@@ -32,6 +33,7 @@ struct ReleaseStamp {
 struct PreparedPack {
   MergedProgram merged;
   ReleaseStamp stamp;
+  std::unique_ptr<BaseRelease> base;    // --base, opened and checked before any input is hashed
   std::vector<StoredTensor> tensors;    // sorted by key
   flatbuffers::DetachedBuffer program;  // the final .ptg
   [[nodiscard]] std::string_view program_bytes() const {

@@ -45,6 +45,7 @@ struct Inputs {
   std::optional<pte::Merged> merged;
   std::unique_ptr<ProgramFile> merged_file;
   ReleaseStamp stamp;  // the output manifest's release fields
+  std::optional<BaseRelease> base;  // --base, opened and checked before any input is hashed
 };
 
 void check_method_name(const std::string& name, const std::string& text) {
@@ -265,12 +266,9 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
     return out;
   }
 
-  std::optional<BaseRelease> base;
+  auto& base = in.base;
   PreviousKeys previous;
-  if (options.base) {
-    base.emplace(*options.base, kManifestProgramsVersion);
-    previous = base->previous_keys();
-  }
+  if (base) previous = base->previous_keys();
   auto set = externalize(in.sources, digests, base ? &previous : nullptr);
   for (const auto& p : set.programs) {
     summary.renamed_keys += p.renames.size();
@@ -391,8 +389,8 @@ PackSummary pack_programs(const PackOptions& options) {
   Inputs in;
   load_inputs(options, in);
   if (options.base) {
-    check_base_path(*options.base);
-    in.paths.push_back(directory_paths(*options.base).dir);
+    in.base.emplace(*options.base, kManifestProgramsVersion);
+    in.base->add_read_paths(in.paths);
   }
   if (!options.dry_run) check_output_target(options, in.paths);
   std::vector<const Manifest*> input_manifests;

@@ -274,9 +274,7 @@ void finish_directory(const PreparedPack& prepared, const DirectoryLayout& layou
 
 void write_directory(PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
                      Progress* progress, PackSummary& summary) {
-  std::optional<BaseRelease> base;
-  if (options.base) base.emplace(*options.base, kManifestVersion);
-  BaseRelease* kept = base ? &*base : nullptr;
+  BaseRelease* kept = prepared.base.get();
   auto layout = lay_out_directory(prepared, options, progress, summary, kept);
   if (output == nullptr) {
     if (kept != nullptr) kept->summarize(prepared.tensors, nullptr, summary);
