@@ -231,9 +231,7 @@ File read_file(const InputFilePtr& file) {
                    bytes ? fmt::to_string(*bytes) : std::string("too many"), index, segment.size);
       }
     } else {
-      tensor.dtype = DType::BYTE;
-      tensor.shape = {static_cast<int64_t>(segment.size)};
-      tensor.opaque = true;
+      tensor = opaque_tensor(tensor.bytes);
     }
     ++out.segment_keys[index];
     out.tensors.emplace(std::move(key), std::move(tensor));

@@ -317,13 +317,7 @@ TensorTable own_tensors(const pte::Program& program) {
       out.emplace(fmt::format("{}.v{}", key, t.value), d);  // one buffer read another way
     }
   }
-  for (const auto& nd : program.named_data) {
-    TensorData d;
-    d.shape = {static_cast<int64_t>(nd.bytes.size)};
-    d.bytes = nd.bytes;
-    d.opaque = true;
-    out.emplace(nd.key, std::move(d));
-  }
+  for (const auto& nd : program.named_data) out.emplace(nd.key, opaque_tensor(nd.bytes));
   return out;
 }
 

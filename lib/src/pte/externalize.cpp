@@ -75,13 +75,7 @@ std::vector<std::pair<std::string, TensorData>> named_entries(const ProgramSourc
       out.emplace_back(key, it->second);
     }
   }
-  for (const auto& nd : program.named_data) {
-    TensorData d;
-    d.shape = {static_cast<int64_t>(nd.bytes.size)};
-    d.bytes = nd.bytes;
-    d.opaque = true;
-    out.emplace_back(nd.key, std::move(d));
-  }
+  for (const auto& nd : program.named_data) out.emplace_back(nd.key, opaque_tensor(nd.bytes));
   if (s.file->named_keys) return out;
   std::set<std::string> used;
   for (const auto& t : program.tensors) {

@@ -19,6 +19,14 @@ std::optional<uint64_t> element_count(const Shape& shape) {
   return n;
 }
 
+TensorData opaque_tensor(const ByteRange& bytes) {
+  TensorData d;
+  d.shape = {static_cast<int64_t>(bytes.size)};
+  d.bytes = bytes;
+  d.opaque = true;
+  return d;
+}
+
 std::optional<uint64_t> byte_size(DType dtype, const Shape& shape) {
   auto n = element_count(shape);
   if (!n) return std::nullopt;

@@ -70,4 +70,8 @@ class TensorLookup {
 // element_count * element_size, or nullopt on overflow.
 [[nodiscard]] std::optional<uint64_t> byte_size(DType dtype, const Shape& shape);
 
+// Bytes without a tensor layout (delegate named data): dtype BYTE, shape
+// [size], opaque.
+[[nodiscard]] TensorData opaque_tensor(const ByteRange& bytes);
+
 }  // namespace ptepack
