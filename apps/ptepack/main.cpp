@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <iostream>
 #include <new>
+#include <optional>
 #include <sstream>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -97,36 +99,47 @@ std::vector<std::string> long_options(const CLI::App& app) {
 
 // A parse error, explained: an unknown command or option gets the nearest known one, and
 // the hint names the help that applies.
+// When `word` (--name or --name=value) is no long option of `app`: its name
+// and the nearest known one (empty when none is near); nothing when it is known.
+std::optional<std::pair<std::string, std::string>> unknown_option(const CLI::App& app,
+                                                                  std::string_view word) {
+  auto name = std::string(word.substr(0, word.find('=')));
+  auto known = long_options(app);
+  if (std::find(known.begin(), known.end(), name) != known.end()) return std::nullopt;
+  auto guess = nearest(name, known);
+  return std::pair{std::move(name), std::move(guess)};
+}
+
+std::string did_you_mean(const std::string& guess) {
+  return guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess);
+}
+
 std::string explain(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv) {
   const CLI::App* sub = nullptr;
   for (int i = 1; i < argc; ++i) {
     std::string_view word = argv[i];
     if (word.starts_with("--")) {  // before the command: ptepack's own options
-      auto name = std::string(word.substr(0, word.find('=')));
-      auto known = long_options(app);
-      if (std::find(known.begin(), known.end(), name) != known.end()) continue;
-      auto guess = nearest(name, known);
-      return fmt::format("unknown option '{}'{}\nrun 'ptepack --help' for usage", name,
-                         guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess));
+      auto unknown = unknown_option(app, word);
+      if (!unknown) continue;
+      return fmt::format("unknown option '{}'{}\nrun 'ptepack --help' for usage", unknown->first,
+                         did_you_mean(unknown->second));
     }
     if (word.starts_with('-')) continue;
     sub = find_subcommand(app, word);
     if (sub == nullptr) {
       auto guess = nearest(word, subcommand_names(app));
       return fmt::format("unknown command '{}'{}\nrun 'ptepack --help' for the commands", word,
-                         guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess));
+                         did_you_mean(guess));
     }
     for (int k = i + 1; k < argc; ++k) {
       std::string_view option = argv[k];
       if (option == "--") break;
       if (!option.starts_with("--")) continue;
-      auto name = std::string(option.substr(0, option.find('=')));
-      auto known = long_options(*sub);
-      if (std::find(known.begin(), known.end(), name) != known.end()) continue;
-      auto guess = nearest(name, known);
-      return fmt::format(
-          "{}: unknown option '{}'{}\nrun 'ptepack {} --help' for its options", sub->get_name(),
-          name, guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess), sub->get_name());
+      auto unknown = unknown_option(*sub, option);
+      if (!unknown) continue;
+      return fmt::format("{}: unknown option '{}'{}\nrun 'ptepack {} --help' for its options",
+                         sub->get_name(), unknown->first, did_you_mean(unknown->second),
+                         sub->get_name());
     }
     break;
   }
@@ -225,7 +238,7 @@ int main(int argc, char** argv) {
     if (topic == nullptr || topic == help) {
       auto guess = nearest(help_topic, subcommand_names(app));
       return report(fmt::format("help: unknown command '{}'{}", help_topic,
-                                guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess)),
+                                did_you_mean(guess)),
                     static_cast<int>(ptepack::ErrorCode::usage));
     }
     std::cout << topic->help("ptepack");
