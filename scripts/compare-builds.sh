@@ -3,6 +3,10 @@
 # every fixture and the example with both binaries, then compares every output file and
 # every stdout, stderr and exit code byte for byte. Only pack's elapsed-time figures are
 # masked. Exit 0 when the two builds behave identically; else the differences are listed.
+# Covered: every fixture packed, dumped, verified and diffed; --base releases, --placement
+# single, --dry-run, --merge, -j 1/2/7, and damaged inputs (truncated, corrupted shard,
+# missing shard, re-indented and broken manifests). A line "sh ..." is a shell step that
+# prepares an input (its output is compared too).
 set -euo pipefail
 if [[ $# -ne 2 ]]; then
   echo "usage: $0 OLD_BIN NEW_BIN" >&2
@@ -12,7 +16,7 @@ old=$(realpath "$1")
 new=$(realpath "$2")
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap '[[ -n ${COMPARE_KEEP:-} ]] && echo "kept $work" || rm -rf "$work"' EXIT
 
 # The inputs, copied so that every path printed is relative and the same for both.
 inputs="$work/inputs"
@@ -60,6 +64,46 @@ commands() {
   echo "pack *.pte -o all --max-shard-bytes 300KB"
   echo "dump all"
   echo "verify all"
+  # Several thread counts: the same bytes, the same messages.
+  for j in 1 2 7; do
+    echo "pack *.pte -o all_j$j --max-shard-bytes 300KB -j $j"
+    echo "pack prefill.json decode.json -o model_j$j --max-shard-bytes 3000 -j $j --json"
+    echo "pack prefill.json decode.json -o model_j$j.ptn -j $j"
+  done
+  # Releases over a base.
+  echo "pack prefill.json decode.json -o model_next --max-shard-bytes 3000 --base model --json"
+  echo "pack *.pte -o all_next --max-shard-bytes 300KB --base all --release 2 --json"
+  echo "pack xnnpack_conv.pte portable_multi_method.pte -o all_fewer --base all/manifest.json"
+  echo "diff all all_next --json"
+  # One data file, plans without writing, one merged program.
+  echo "pack *.pte -o all_single --placement single --json"
+  echo "pack *.pte -o all_single_cap --placement single --max-shard-bytes 300KB -v"
+  echo "pack *.pte -o dry --dry-run"
+  echo "pack *.pte -o dry --dry-run --json --max-shard-bytes 300KB"
+  echo "pack prefill.json decode.json -o dry.ptn --dry-run --json"
+  echo "pack conv=xnnpack_conv.pte portable_multi_method.pte -o merged.pte --json"
+  echo "pack conv=xnnpack_conv.pte portable_multi_method.pte -o merged_dir --merge model.pte -j 1"
+  echo "verify merged_dir --json"
+  # Damaged inputs: each refused or reported the same way, nothing written.
+  echo "sh head -c 1000 xnnpack_conv.pte > truncated.pte"
+  echo "pack truncated.pte -o from_truncated"
+  echo "verify truncated.pte --json"
+  echo "dump truncated.pte"
+  echo "sh cp -r all all_flipped && f=\$(ls all_flipped/*.ptd | head -1) && printf 'X' | dd of=\$f bs=1 seek=300 conv=notrunc status=none"
+  echo "verify all_flipped --json"
+  echo "pack all_flipped -o from_flipped"
+  echo "pack xnnpack_conv.pte xnnpack_quantized.pte -o flipped_next --base all_flipped"
+  echo "sh cp -r all all_missing && rm \$(ls all_missing/*.ptd | tail -1)"
+  echo "verify all_missing"
+  echo "pack all_missing -o from_missing -j 1"
+  echo "pack all_missing -o from_missing -j 2"
+  echo "sh cp -r all all_indented && /usr/bin/python3 -c 'import json,sys; p=sys.argv[1]; m=json.load(open(p)); json.dump(m, open(p, \"w\"), indent=4)' all_indented/manifest.json"
+  echo "pack all_indented -o from_indented"
+  echo "verify all_indented"
+  echo "sh cp -r model model_broken && printf '{\"version\": 2,' > model_broken/manifest.json"
+  echo "verify model_broken"
+  echo "pack model_broken -o from_broken"
+  echo "pack prefill.json -o model_next --base model_broken"
   echo "pack missing.json -o x.ptn"
   echo "dump nothing.ptn"
   echo "pak prefill.json"
@@ -76,7 +120,11 @@ run_side() {
       n=$((n + 1))
       # shellcheck disable=SC2086  # word splitting and globs are the command's own
       set +e
-      "$bin" $line > "../log/$n.out" 2> "../log/$n.err"
+      if [[ $line == "sh "* ]]; then
+        bash -c "${line#sh }" > "../log/$n.out" 2> "../log/$n.err"
+      else
+        "$bin" $line > "../log/$n.out" 2> "../log/$n.err"
+      fi
       echo "$?" > "../log/$n.code"
       set -e
       # Elapsed time and rates are the only figures that may differ between runs.
