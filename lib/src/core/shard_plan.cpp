@@ -208,210 +208,264 @@ std::string oversize_message(const std::vector<StoredTensor>& tensors,
 
 }  // namespace
 
+namespace {
+
+// .ptd: a shard's keys in key order with what its header's size depends on,
+// so that an exact size is a replay of the header model over them
+// (ptd::HeaderSizeModel, equal to the builder's), not a layout built from
+// copied and sorted entries. A shard's list is brought up to date only when it
+// needs an exact size (most never do): its new keys are sorted and merged in.
+// layout_shard checks the entries when the shards are laid out.
+struct KeyShape {
+  size_t tensor;
+  uint64_t key_length;
+  uint64_t rank;
+  bool opaque;
+};
+struct ShardKeys {
+  std::vector<KeyShape> sorted;
+  size_t merged_groups = 0;  // the shard's first groups, whose keys `sorted` holds
+};
+
+constexpr size_t npos = static_cast<size_t>(-1);
+
+// First-fit over the groups in order, each shard's size tracked incrementally
+// (Fill) and made exact only when the bounds cannot decide.
+class Planner {
+ public:
+  Planner(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
+          const ShardingOptions& options)
+      : tensors_(tensors),
+        groups_(groups),
+        options_(options),
+        geometry_{options.format, options.format == ShardFormat::ptd ? options.alignment : 8,
+                  options.alignment},
+        file_cap_(options.max_shard_bytes && options.cap_mode == CapMode::file),
+        rooms_(file_cap_ ? geometry_.header_alignment : 1) {}
+
+  std::vector<PlannedShard> run() {
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      auto cost = group_cost(tensors_, groups_[g], options_);
+      if (!place_first_fit(g, cost)) open_shard(g, cost);
+    }
+    return std::move(shards_);
+  }
+
+ private:
+  ShardSizer::Sizes exact_layout(const std::vector<size_t>& shard_groups) {
+    return sizer_.size(tensors_, groups_, shard_groups, options_);
+  }
+  [[nodiscard]] KeyShape shape_of(size_t index) const {
+    const auto& t = tensors_[index];
+    return KeyShape{index, t.key.size(), t.data.shape.size(), t.data.opaque};
+  }
+  [[nodiscard]] bool by_key(const KeyShape& a, const KeyShape& b) const {
+    return tensors_[a.tensor].key < tensors_[b.tensor].key;
+  }
+  void merge_into(std::vector<KeyShape>& into, std::vector<KeyShape>& keys);
+  ShardSizer::Sizes exact_sizes(size_t s, size_t g, uint64_t data);
+  bool fits(size_t s, size_t g, const GroupCost& cost, Fill& out);
+  bool fits_exactly(size_t s, size_t g, const GroupCost& cost, Fill& out);
+  void place(size_t s, size_t g, const GroupCost& cost, Fill next);
+  detail::RoomIndex::Room room(size_t s) const;
+  bool place_first_fit(size_t g, const GroupCost& cost);
+  void open_shard(size_t g, const GroupCost& cost);
+
+  const std::vector<StoredTensor>& tensors_;
+  const std::vector<StorageGroup>& groups_;
+  const ShardingOptions& options_;
+  const Geometry geometry_;
+  const bool file_cap_;
+  std::vector<PlannedShard> shards_;
+  std::vector<Fill> fills_;
+  std::vector<bool> sealed_;  // an oversize shard, or one holding max_shard_tensors groups
+  ShardSizer sizer_;          // the exact sizes layout_shard gives
+  std::vector<ShardKeys> shard_keys_;  // by shard (.ptd only)
+  std::vector<KeyShape> new_keys_, merged_;
+  ptd::HeaderSizeModel model_;
+  // Room in each shard; see room().
+  detail::RoomIndex rooms_;
+};
+
+// Sorts `keys` and merges them into `into`.
+void Planner::merge_into(std::vector<KeyShape>& into, std::vector<KeyShape>& keys) {
+  auto less = [this](const KeyShape& a, const KeyShape& b) { return by_key(a, b); };
+  std::sort(keys.begin(), keys.end(), less);
+  merged_.clear();
+  merged_.reserve(into.size() + keys.size());
+  auto from = into.begin();
+  for (const auto& k : keys) {
+    auto at = std::upper_bound(from, into.end(), k, less);
+    merged_.insert(merged_.end(), from, at);
+    merged_.push_back(k);
+    from = at;
+  }
+  merged_.insert(merged_.end(), from, into.end());
+  into.swap(merged_);
+}
+
+// Exact sizes of shard s, with group g added unless g is npos; `data` is the
+// data section's size (tracked exactly).
+ShardSizer::Sizes Planner::exact_sizes(size_t s, size_t g, uint64_t data) {
+  if (options_.format != ShardFormat::ptd) {
+    auto shard_groups = shards_[s].groups;
+    if (g != npos) shard_groups.push_back(g);
+    return exact_layout(shard_groups);
+  }
+  if (shard_keys_.size() <= s) shard_keys_.resize(s + 1);
+  auto& keys = shard_keys_[s];
+  const auto& placed = shards_[s].groups;
+  new_keys_.clear();
+  for (; keys.merged_groups < placed.size(); ++keys.merged_groups) {
+    for (size_t index : groups_[placed[keys.merged_groups]].members)
+      new_keys_.push_back(shape_of(index));
+  }
+  if (!new_keys_.empty()) merge_into(keys.sorted, new_keys_);
+  model_.reset();
+  auto less = [this](const KeyShape& a, const KeyShape& b) { return by_key(a, b); };
+  auto with = keys.sorted.begin();
+  if (g != npos) {  // the group's members are sorted by key
+    for (size_t index : groups_[g].members) {
+      auto k = shape_of(index);
+      auto at = std::upper_bound(with, keys.sorted.end(), k, less);
+      for (; with != at; ++with) model_.add(with->key_length, with->rank, with->opaque);
+      model_.add(k.key_length, k.rank, k.opaque);
+    }
+  }
+  for (; with != keys.sorted.end(); ++with) model_.add(with->key_length, with->rank, with->opaque);
+  const uint64_t segments = placed.size() + (g != npos ? 1 : 0);
+  const uint64_t header = ptd::extended_header_size + model_.flatbuffer_size(segments);
+  return {header, geometry_.file_size(header, data)};
+}
+
+// Whether group g fits shard s; on success `out` is the shard's fill with g.
+bool Planner::fits(size_t s, size_t g, const GroupCost& cost, Fill& out) {
+  if (sealed_[s]) return false;
+  auto& fill = fills_[s];
+  if (options_.max_shard_bytes && options_.cap_mode == CapMode::payload) {
+    if (add(shards_[s].payload_bytes, cost.payload) > *options_.max_shard_bytes) return false;
+    out = grown(fill, tensors_, groups_[g], cost, geometry_);
+    return true;
+  }
+  out = grown(fill, tensors_, groups_[g], cost, geometry_);
+  if (!file_cap_) return true;
+  const uint64_t cap = *options_.max_shard_bytes;
+  auto decide = [&]() -> int {  // 1 fits, 0 does not, -1 cannot tell
+    if (geometry_.file_size(out.header_lo, out.data) > cap) return 0;
+    if (!out.header_hi_unknown && geometry_.file_size(out.header_hi, out.data) <= cap) return 1;
+    return -1;
+  };
+  int verdict = decide();
+  if (verdict < 0 && !fill.exact()) {
+    // Re-anchor the shard on its exact layout, then try again.
+    auto rejected = std::move(fill.rejected);
+    fill = anchored(exact_sizes(s, npos, fill.data), geometry_, fill.last_owner, fill.max_key);
+    fill.rejected = std::move(rejected);
+    out = grown(fill, tensors_, groups_[g], cost, geometry_);
+    verdict = decide();
+  }
+  if (verdict >= 0) return verdict == 1;
+  return fits_exactly(s, g, cost, out);
+}
+
+// The bounds cannot tell: the exact layout with g decides, remembered for
+// .ptd groups of one key sorting last (see Fill::rejected).
+bool Planner::fits_exactly(size_t s, size_t g, const GroupCost& cost, Fill& out) {
+  auto& fill = fills_[s];
+  const auto& members = groups_[g].members;
+  const auto& first = tensors_[members[0]];
+  bool memo = options_.format == ShardFormat::ptd && members.size() == 1 &&
+              tensors_[fill.max_key].key < first.key;
+  std::array<uint64_t, 3> key{first.key.size(), first.data.shape.size(),
+                              uint64_t{first.data.opaque}};
+  if (memo) {
+    auto seen = fill.rejected.find(key);
+    if (seen != fill.rejected.end() && cost.payload >= seen->second) return false;
+  }
+  auto layout = exact_sizes(s, g, out.data);
+  if (layout.file_size <= *options_.max_shard_bytes) {
+    out = anchored(layout, geometry_, members[0], out.max_key);
+    return true;
+  }
+  if (memo) {
+    auto [seen, fresh] = fill.rejected.try_emplace(key, cost.payload);
+    if (!fresh) seen->second = std::min(seen->second, cost.payload);
+  }
+  return false;
+}
+
+void Planner::place(size_t s, size_t g, const GroupCost& cost, Fill next) {
+  auto& shard = shards_[s];
+  shard.groups.push_back(g);
+  shard.payload_bytes = add(shard.payload_bytes, cost.payload);
+  fills_[s] = std::move(next);
+  if (options_.max_shard_tensors && shard.groups.size() >= *options_.max_shard_tensors) {
+    sealed_[s] = true;
+  }
+  shard.size_bound = fills_[s].header_hi_unknown
+                         ? exact_layout(shard.groups).file_size
+                         : geometry_.file_size(fills_[s].header_hi, fills_[s].data);
+}
+
+// Room in shard s for RoomIndex. File mode: the cap minus the shard's
+// smallest header padded, minus where a next group's bytes would start.
+// Payload mode: the cap minus the payload so far. No cap: unbounded.
+detail::RoomIndex::Room Planner::room(size_t s) const {
+  if (sealed_[s]) return {};
+  if (!options_.max_shard_bytes) return {std::numeric_limits<uint64_t>::max(), 0};
+  const uint64_t cap = *options_.max_shard_bytes;
+  if (!file_cap_) {
+    const uint64_t used = shards_[s].payload_bytes;
+    return {used < cap ? cap - used + 1 : 1, 0};
+  }
+  const uint64_t header = aligned(fills_[s].header_lo, geometry_.header_alignment);
+  const uint64_t used = add(header, geometry_.next_start(fills_[s].data));
+  if (used > cap) return {};
+  return {cap - used + 1, header - fills_[s].header_lo};
+}
+
+// Group g into the first shard that holds it; false when none does.
+bool Planner::place_first_fit(size_t g, const GroupCost& cost) {
+  const uint64_t header = file_cap_ ? cost.least_growth - cost.payload : 0;
+  bool placed = false;
+  for (size_t s = rooms_.first_fit(0, header, cost.payload);
+       s != detail::RoomIndex::npos && !placed; s = rooms_.first_fit(s + 1, header, cost.payload)) {
+    Fill next;
+    placed = fits(s, g, cost, next);
+    if (placed) place(s, g, cost, std::move(next));
+    rooms_.set(s, room(s));  // placing, or re-anchoring, changes it
+  }
+  return placed;
+}
+
+// A new shard starts from the exact layout of its first group.
+void Planner::open_shard(size_t g, const GroupCost& cost) {
+  auto layout = exact_layout({g});
+  bool fits_alone = !options_.max_shard_bytes ||
+                    (options_.cap_mode == CapMode::payload ? cost.payload : layout.file_size) <=
+                        *options_.max_shard_bytes;
+  if (!fits_alone && !options_.oversize_own_shard) {
+    fail(ErrorCode::conflict, "{}", oversize_message(tensors_, groups_, g, options_));
+  }
+  shards_.emplace_back();
+  fills_.emplace_back();
+  sealed_.push_back(!fits_alone ||
+                    (options_.max_shard_tensors && *options_.max_shard_tensors <= 1));
+  shards_.back().groups.push_back(g);
+  shards_.back().payload_bytes = cost.payload;
+  shards_.back().size_bound = layout.file_size;
+  shards_.back().oversize = !fits_alone;
+  fills_.back() = anchored(layout, geometry_, groups_[g].members[0],
+                           largest_key(tensors_, groups_[g].members[0], groups_[g]));
+  rooms_.push(room(shards_.size() - 1));
+}
+
+}  // namespace
+
 std::vector<PlannedShard> plan_shards(const std::vector<StoredTensor>& tensors,
                                       const std::vector<StorageGroup>& groups,
                                       const ShardingOptions& options) {
-  const Geometry geometry{options.format,
-                          options.format == ShardFormat::ptd ? options.alignment : 8,
-                          options.alignment};
-  const bool file_cap = options.max_shard_bytes && options.cap_mode == CapMode::file;
-  std::vector<PlannedShard> shards;
-  std::vector<Fill> fills;
-  std::vector<bool> sealed;  // an oversize shard, or one holding max_shard_tensors groups
-
-  ShardSizer sizer;  // the exact sizes layout_shard gives
-  auto exact_layout = [&](const std::vector<size_t>& shard_groups) {
-    return sizer.size(tensors, groups, shard_groups, options);
-  };
-
-  // .ptd: a shard's keys in key order with what its header's size depends on,
-  // so that an exact size is a replay of the header model over them
-  // (ptd::HeaderSizeModel, equal to the builder's), not a layout built from
-  // copied and sorted entries. A shard's list is brought up to date only when it
-  // needs an exact size (most never do): its new keys are sorted and merged in.
-  // layout_shard checks the entries when the shards are laid out.
-  struct KeyShape {
-    size_t tensor;
-    uint64_t key_length;
-    uint64_t rank;
-    bool opaque;
-  };
-  struct ShardKeys {
-    std::vector<KeyShape> sorted;
-    size_t merged_groups = 0;  // the shard's first groups, whose keys `sorted` holds
-  };
-  std::vector<ShardKeys> shard_keys;  // by shard (.ptd only)
-  std::vector<KeyShape> new_keys, merged;
-  ptd::HeaderSizeModel model;
-  auto shape_of = [&](size_t index) {
-    const auto& t = tensors[index];
-    return KeyShape{index, t.key.size(), t.data.shape.size(), t.data.opaque};
-  };
-  auto by_key = [&](const KeyShape& a, const KeyShape& b) {
-    return tensors[a.tensor].key < tensors[b.tensor].key;
-  };
-  // Sorts `keys` and merges them into `into`.
-  auto merge_into = [&](std::vector<KeyShape>& into, std::vector<KeyShape>& keys) {
-    std::sort(keys.begin(), keys.end(), by_key);
-    merged.clear();
-    merged.reserve(into.size() + keys.size());
-    auto from = into.begin();
-    for (const auto& k : keys) {
-      auto at = std::upper_bound(from, into.end(), k, by_key);
-      merged.insert(merged.end(), from, at);
-      merged.push_back(k);
-      from = at;
-    }
-    merged.insert(merged.end(), from, into.end());
-    into.swap(merged);
-  };
-  // Exact sizes of shard s, with group g added unless g is npos; `data` is the
-  // data section's size (tracked exactly).
-  constexpr size_t npos = static_cast<size_t>(-1);
-  auto exact_sizes = [&](size_t s, size_t g, uint64_t data) -> ShardSizer::Sizes {
-    if (options.format != ShardFormat::ptd) {
-      auto shard_groups = shards[s].groups;
-      if (g != npos) shard_groups.push_back(g);
-      return exact_layout(shard_groups);
-    }
-    if (shard_keys.size() <= s) shard_keys.resize(s + 1);
-    auto& keys = shard_keys[s];
-    const auto& placed = shards[s].groups;
-    new_keys.clear();
-    for (; keys.merged_groups < placed.size(); ++keys.merged_groups) {
-      for (size_t index : groups[placed[keys.merged_groups]].members)
-        new_keys.push_back(shape_of(index));
-    }
-    if (!new_keys.empty()) merge_into(keys.sorted, new_keys);
-    model.reset();
-    auto with = keys.sorted.begin();
-    if (g != npos) {  // the group's members are sorted by key
-      for (size_t index : groups[g].members) {
-        auto k = shape_of(index);
-        auto at = std::upper_bound(with, keys.sorted.end(), k, by_key);
-        for (; with != at; ++with) model.add(with->key_length, with->rank, with->opaque);
-        model.add(k.key_length, k.rank, k.opaque);
-      }
-    }
-    for (; with != keys.sorted.end(); ++with) model.add(with->key_length, with->rank, with->opaque);
-    const uint64_t segments = placed.size() + (g != npos ? 1 : 0);
-    const uint64_t header = ptd::extended_header_size + model.flatbuffer_size(segments);
-    return {header, geometry.file_size(header, data)};
-  };
-
-  // Whether group g fits shard s; on success `out` is the shard's fill with g.
-  auto fits = [&](size_t s, size_t g, const GroupCost& cost, Fill& out) {
-    if (sealed[s]) return false;
-    auto& shard = shards[s];
-    auto& fill = fills[s];
-    if (options.max_shard_bytes && options.cap_mode == CapMode::payload) {
-      if (add(shard.payload_bytes, cost.payload) > *options.max_shard_bytes) return false;
-      out = grown(fill, tensors, groups[g], cost, geometry);
-      return true;
-    }
-    out = grown(fill, tensors, groups[g], cost, geometry);
-    if (!file_cap) return true;
-    const uint64_t cap = *options.max_shard_bytes;
-    auto decide = [&]() -> int {  // 1 fits, 0 does not, -1 cannot tell
-      if (geometry.file_size(out.header_lo, out.data) > cap) return 0;
-      if (!out.header_hi_unknown && geometry.file_size(out.header_hi, out.data) <= cap) return 1;
-      return -1;
-    };
-    int verdict = decide();
-    if (verdict < 0 && !fill.exact()) {
-      // Re-anchor the shard on its exact layout, then try again.
-      auto rejected = std::move(fill.rejected);
-      fill = anchored(exact_sizes(s, npos, fill.data), geometry, fill.last_owner, fill.max_key);
-      fill.rejected = std::move(rejected);
-      out = grown(fill, tensors, groups[g], cost, geometry);
-      verdict = decide();
-    }
-    if (verdict >= 0) return verdict == 1;
-    const auto& members = groups[g].members;
-    const auto& first = tensors[members[0]];
-    bool memo = options.format == ShardFormat::ptd && members.size() == 1 &&
-                tensors[fill.max_key].key < first.key;
-    std::array<uint64_t, 3> key{first.key.size(), first.data.shape.size(),
-                                uint64_t{first.data.opaque}};
-    if (memo) {
-      auto seen = fill.rejected.find(key);
-      if (seen != fill.rejected.end() && cost.payload >= seen->second) return false;
-    }
-    auto layout = exact_sizes(s, g, out.data);
-    if (layout.file_size <= cap) {
-      out = anchored(layout, geometry, members[0], out.max_key);
-      return true;
-    }
-    if (memo) {
-      auto [seen, fresh] = fill.rejected.try_emplace(key, cost.payload);
-      if (!fresh) seen->second = std::min(seen->second, cost.payload);
-    }
-    return false;
-  };
-  auto place = [&](size_t s, size_t g, const GroupCost& cost, Fill next) {
-    auto& shard = shards[s];
-    shard.groups.push_back(g);
-    shard.payload_bytes = add(shard.payload_bytes, cost.payload);
-    fills[s] = std::move(next);
-    if (options.max_shard_tensors && shard.groups.size() >= *options.max_shard_tensors) {
-      sealed[s] = true;
-    }
-    shard.size_bound = fills[s].header_hi_unknown
-                           ? exact_layout(shard.groups).file_size
-                           : geometry.file_size(fills[s].header_hi, fills[s].data);
-  };
-
-  // Room in shard s for RoomIndex. File mode: the cap minus the shard's
-  // smallest header padded, minus where a next group's bytes would start.
-  // Payload mode: the cap minus the payload so far. No cap: unbounded.
-  detail::RoomIndex rooms(file_cap ? geometry.header_alignment : 1);
-  auto room = [&](size_t s) -> detail::RoomIndex::Room {
-    if (sealed[s]) return {};
-    if (!options.max_shard_bytes) return {std::numeric_limits<uint64_t>::max(), 0};
-    const uint64_t cap = *options.max_shard_bytes;
-    if (!file_cap) {
-      const uint64_t used = shards[s].payload_bytes;
-      return {used < cap ? cap - used + 1 : 1, 0};
-    }
-    const uint64_t header = aligned(fills[s].header_lo, geometry.header_alignment);
-    const uint64_t used = add(header, geometry.next_start(fills[s].data));
-    if (used > cap) return {};
-    return {cap - used + 1, header - fills[s].header_lo};
-  };
-
-  for (size_t g = 0; g < groups.size(); ++g) {
-    auto cost = group_cost(tensors, groups[g], options);
-    const uint64_t header = file_cap ? cost.least_growth - cost.payload : 0;
-    bool placed = false;
-    for (size_t s = rooms.first_fit(0, header, cost.payload);
-         s != detail::RoomIndex::npos && !placed;
-         s = rooms.first_fit(s + 1, header, cost.payload)) {
-      Fill next;
-      placed = fits(s, g, cost, next);
-      if (placed) place(s, g, cost, std::move(next));
-      rooms.set(s, room(s));  // placing, or re-anchoring, changes it
-    }
-    if (placed) continue;
-    // A new shard starts from the exact layout of its first group.
-    auto layout = exact_layout({g});
-    bool fits_alone = !options.max_shard_bytes ||
-                      (options.cap_mode == CapMode::payload ? cost.payload : layout.file_size) <=
-                          *options.max_shard_bytes;
-    if (!fits_alone && !options.oversize_own_shard) {
-      fail(ErrorCode::conflict, "{}", oversize_message(tensors, groups, g, options));
-    }
-    shards.emplace_back();
-    fills.emplace_back();
-    sealed.push_back(!fits_alone || (options.max_shard_tensors && *options.max_shard_tensors <= 1));
-    shards.back().groups.push_back(g);
-    shards.back().payload_bytes = cost.payload;
-    shards.back().size_bound = layout.file_size;
-    shards.back().oversize = !fits_alone;
-    fills.back() = anchored(layout, geometry, groups[g].members[0],
-                            largest_key(tensors, groups[g].members[0], groups[g]));
-    rooms.push(room(shards.size() - 1));
-  }
-  return shards;
+  return Planner(tensors, groups, options).run();
 }
 
 }  // namespace ptepack
