@@ -1,10 +1,9 @@
-// manifest.json writer and strict reader.
+// manifest.json strict reader (the writer is manifest_writer.cpp).
 #include "ptepack/containers/manifest.h"
 
 #include <algorithm>
 
 #include "json/json_document.h"
-#include "json/json_writer.h"
 #include "ptepack/base/error.h"
 #include "ptepack/json/json_util.h"
 
@@ -84,118 +83,6 @@ bool is_plain_file_name(std::string_view name) {
          name.find('\0') == std::string_view::npos;
 }
 
-// Written field by field in json_text's layout, keys in sorted order (as the
-// std::map of a DOM would hold them): a 100,000-tensor manifest needs no DOM.
-std::string manifest_to_json(const Manifest& m) {
-  JsonWriter w;
-  w.begin_object();
-  if (m.alignment) w.field("alignment", *m.alignment);
-  if (m.base_manifest_sha256) w.field("base_manifest_sha256", *m.base_manifest_sha256);
-  w.field("cap_mode", cap_mode_name(m.cap_mode));
-  w.field("format", kManifestFormat);
-  w.key("max_shard_bytes");
-  if (m.max_shard_bytes) {
-    w.value(*m.max_shard_bytes);
-  } else {
-    w.null();
-  }
-  if (m.max_shard_tensors) w.field("max_shard_tensors", *m.max_shard_tensors);
-  w.key("metadata");
-  w.begin_object();
-  w.field("total_size", m.total_size);
-  w.end_object();
-  if (m.oversize_own_shard) {
-    w.field("oversize", "own-shard");
-  }
-  if (m.placement_single) w.field("placement", "single");
-  if (m.version == kManifestProgramsVersion) {
-    w.key("programs");
-    w.begin_array();
-    for (const auto& p : m.programs) {
-      w.begin_object();
-      w.field("file", p.file);
-      w.key("methods");
-      w.strings(p.methods);
-      w.key("named_data");
-      w.strings(p.named_data);
-      w.field("sha256", p.sha256);
-      w.key("shards");
-      w.strings(p.shards);
-      w.field("size", p.size);
-      w.end_object();
-    }
-    w.end_array();
-  } else {
-    w.key("program");
-    w.begin_object();
-    w.field("file", m.program.file);
-    w.field("sha256", m.program.sha256);
-    w.field("size", m.program.size);
-    w.end_object();
-  }
-  if (m.release) w.field("release", *m.release);
-  w.field("shard_format", shard_format_name(m.shard_format));
-  if (m.shard_prefix) w.field("shard_prefix", *m.shard_prefix);
-  w.key("shards");
-  w.begin_array();
-  for (const auto& s : m.shards) {
-    w.begin_object();
-    w.field("file", s.file);
-    w.key("keys");
-    w.strings(s.keys);
-    w.field("payload_bytes", s.payload_bytes);
-    if (!s.programs.empty()) {
-      w.key("programs");
-      w.strings(s.programs);
-    }
-    w.field("sha256", s.sha256);
-    w.field("size", s.size);
-    if (!s.stale.empty()) {
-      w.key("stale");
-      w.strings(s.stale);
-    }
-    w.end_object();
-  }
-  w.end_array();
-  w.key("state");
-  w.strings(m.state);
-  w.key("tensors");
-  w.begin_object();
-  for (const auto& [key, t] : m.tensors) {
-    w.key(key);
-    w.begin_object();
-    if (t.alias_of) {
-      w.field("alias_of", *t.alias_of);
-    }
-    if (!t.dim_order.empty()) {
-      w.key("dim_order");
-      w.numbers(t.dim_order);
-    }
-    w.field("dtype", dtype_name(t.dtype));
-    w.field("mutable", t.is_mutable);
-    w.field("nbytes", t.nbytes);
-    if (t.opaque) {
-      w.field("opaque", true);
-    }
-    w.field("sha256", to_hex(t.sha256));
-    w.key("shape");
-    w.numbers(t.shape);
-    w.field("shard", t.shard);
-    w.end_object();
-  }
-  w.end_object();
-  w.field("version", m.version);
-  w.key("weight_map");
-  w.begin_object();
-  for (const auto& [key, file] : weight_map_of(m)) {
-    w.key(key);
-    w.value(file);
-  }
-  w.end_object();
-  w.end_object();
-  return std::move(w).finish();
-}
-
 std::optional<uint64_t> manifest_version(std::string_view text) {
   try {
     const JsonDocument doc(text, "manifest");
@@ -227,53 +114,52 @@ std::string_view shard_format_name(ShardFormat format) {
 
 std::string_view cap_mode_name(CapMode mode) { return mode == CapMode::file ? "file" : "payload"; }
 
-Manifest parse_manifest(std::string_view text, const std::string& context) {
-  const JsonDocument doc(text, context);
-  const JsonValue& j = doc.root();
-  Reader r(context);
-  Manifest m;
-  if (r.string(j, "format", "") != kManifestFormat)
-    r.bad("format", "expected \"ptepack.manifest\"");
-  const uint64_t version = r.number(j, "version", "");
-  if (version != kManifestVersion && version != kManifestProgramsVersion)
-    r.bad("version", "unsupported version (expected 1 or 2)");
-  m.version = static_cast<int>(version);
-  auto strings = [&](const JsonValue& obj, const char* name, const Where& where) {
-    const auto& list = r.field(obj, name, where);
-    if (!list.is_array()) r.bad(where + (std::string(".") + name), "expected an array");
-    std::vector<std::string> out;
-    out.reserve(list.array().size());
-    for (const auto& k : list.array()) {
-      if (!k.is_string()) r.bad(where + (std::string(".") + name), "expected strings");
-      out.emplace_back(k.text());
-    }
-    return out;
-  };
+namespace {
+
+std::vector<std::string> string_list(Reader& r, const JsonValue& obj, const char* name,
+                                     const Where& where) {
+  const auto& list = r.field(obj, name, where);
+  if (!list.is_array()) r.bad(where + (std::string(".") + name), "expected an array");
+  std::vector<std::string> out;
+  out.reserve(list.array().size());
+  for (const auto& k : list.array()) {
+    if (!k.is_string()) r.bad(where + (std::string(".") + name), "expected strings");
+    out.emplace_back(k.text());
+  }
+  return out;
+}
+
+// Version 1's one program, or version 2's list of programs.
+void parse_programs(Reader& r, const JsonValue& j, Manifest& m) {
   if (m.version == kManifestVersion) {
     const auto& program = r.field(j, "program", "");
     m.program.file = r.file_name(program, "file", "program");
     m.program.sha256 = r.digest(program, "sha256", "program");
     m.program.size = r.number(program, "size", "program");
-  } else {
-    const auto& programs = r.field(j, "programs", "");
-    if (!programs.is_array() || programs.array().empty())
-      r.bad("programs", "expected a non-empty array");
-    for (size_t i = 0; i < programs.array().size(); ++i) {
-      const auto& entry = programs.array()[i];
-      auto where = fmt::format("programs[{}]", i);
-      ManifestProgramEntry p;
-      p.file = r.file_name(entry, "file", where);
-      p.sha256 = r.digest(entry, "sha256", where);
-      p.size = r.number(entry, "size", where);
-      p.methods = strings(entry, "methods", where);
-      p.shards = strings(entry, "shards", where);
-      for (const auto& f : p.shards) {
-        if (!is_plain_file_name(f)) r.bad(where + ".shards", "expected plain file names");
-      }
-      p.named_data = strings(entry, "named_data", where);
-      m.programs.push_back(std::move(p));
-    }
+    return;
   }
+  const auto& programs = r.field(j, "programs", "");
+  if (!programs.is_array() || programs.array().empty())
+    r.bad("programs", "expected a non-empty array");
+  for (size_t i = 0; i < programs.array().size(); ++i) {
+    const auto& entry = programs.array()[i];
+    auto where = fmt::format("programs[{}]", i);
+    ManifestProgramEntry p;
+    p.file = r.file_name(entry, "file", where);
+    p.sha256 = r.digest(entry, "sha256", where);
+    p.size = r.number(entry, "size", where);
+    p.methods = string_list(r, entry, "methods", where);
+    p.shards = string_list(r, entry, "shards", where);
+    for (const auto& f : p.shards) {
+      if (!is_plain_file_name(f)) r.bad(where + ".shards", "expected plain file names");
+    }
+    p.named_data = string_list(r, entry, "named_data", where);
+    m.programs.push_back(std::move(p));
+  }
+}
+
+// The release fields, and the shard options the directory was packed with.
+void parse_release_and_options(Reader& r, const JsonValue& j, Manifest& m) {
   if (j.find("release") != nullptr) {
     m.release = r.number(j, "release", "");
     if (*m.release < 1 || *m.release > kMaxRelease) r.bad("release", "expected 1 to 2^53-1");
@@ -314,6 +200,9 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
     if (auto problem = shard_prefix_problem(*m.shard_prefix); !problem.empty())
       r.bad("shard_prefix", problem);
   }
+}
+
+void parse_shards(Reader& r, const JsonValue& j, Manifest& m) {
   const auto& shards = r.field(j, "shards", "");
   if (!shards.is_array()) r.bad("shards", "expected an array");
   for (size_t i = 0; i < shards.array().size(); ++i) {
@@ -324,14 +213,14 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
     s.sha256 = r.digest(entry, "sha256", where);
     s.size = r.number(entry, "size", where);
     s.payload_bytes = r.number(entry, "payload_bytes", where);
-    s.keys = strings(entry, "keys", where);
+    s.keys = string_list(r, entry, "keys", where);
     if (entry.find("programs") != nullptr) {
       if (m.version != kManifestProgramsVersion) r.bad(where + ".programs", "only in version 2");
-      s.programs = strings(entry, "programs", where);
+      s.programs = string_list(r, entry, "programs", where);
       if (s.programs.empty()) r.bad(where + ".programs", "empty (the field is left out instead)");
     }
     if (entry.find("stale") != nullptr) {
-      s.stale = strings(entry, "stale", where);
+      s.stale = string_list(r, entry, "stale", where);
       if (s.stale.empty()) r.bad(where + ".stale", "empty (the field is left out instead)");
       if (!std::is_sorted(s.stale.begin(), s.stale.end()) ||
           std::adjacent_find(s.stale.begin(), s.stale.end()) != s.stale.end())
@@ -339,60 +228,64 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
     }
     m.shards.push_back(std::move(s));
   }
+}
+
+// One entry of "tensors"; dim_order and opaque are read in version 2 only.
+ManifestTensor parse_tensor(Reader& r, const JsonValue& t, const Where& where, int version) {
+  ManifestTensor mt;
+  mt.shard = r.file_name(t, "shard", where);
+  mt.sha256 = *digest_from_hex(r.digest(t, "sha256", where));  // checked hex
+  mt.nbytes = r.number(t, "nbytes", where);
+  auto dtype = dtype_from_name(r.string(t, "dtype", where));
+  if (!dtype) r.bad(where + ".dtype", "unknown ScalarType name");
+  mt.dtype = *dtype;
+  const auto& shape = r.field(t, "shape", where);
+  if (!shape.is_array() || shape.array().size() > Limits::max_rank)
+    r.bad(where + ".shape", "expected an array of at most 32 dims");
+  for (const auto& d : shape.array()) {
+    if (!d.is_number_unsigned() || d.unsigned_value() > static_cast<uint64_t>(INT64_MAX)) {
+      r.bad(where + ".shape", "expected non-negative integers");
+    }
+    mt.shape.push_back(static_cast<int64_t>(d.unsigned_value()));
+  }
+  const auto& mut = r.field(t, "mutable", where);
+  if (!mut.is_boolean()) r.bad(where + ".mutable", "expected a boolean");
+  mt.is_mutable = mut.boolean();
+  if (t.find("alias_of") != nullptr) mt.alias_of = r.string(t, "alias_of", where);
+  const auto* order = t.find("dim_order");
+  if (version == kManifestProgramsVersion && order != nullptr) {
+    if (!order->is_array() || order->array().size() != mt.shape.size())
+      r.bad(where + ".dim_order", "expected one entry per dimension");
+    for (const auto& d : order->array()) {
+      if (!d.is_number_unsigned() || d.unsigned_value() >= mt.shape.size())
+        r.bad(where + ".dim_order", "expected dimension indices");
+      mt.dim_order.push_back(static_cast<uint8_t>(d.unsigned_value()));
+    }
+  }
+  const auto* opaque = t.find("opaque");
+  if (version == kManifestProgramsVersion && opaque != nullptr) {
+    if (!opaque->is_boolean()) r.bad(where + ".opaque", "expected a boolean");
+    mt.opaque = opaque->boolean();
+  }
+  return mt;
+}
+
+void parse_tensors(Reader& r, const JsonValue& j, Manifest& m) {
   const auto& tensors = r.field(j, "tensors", "");
   if (!tensors.is_object()) r.bad("tensors", "expected an object");
   if (tensors.object().size() > Limits::max_keys) r.bad("tensors", "too many keys");
   for (const auto* member : sorted_members(tensors)) {
     const std::string key(member->key);
-    const auto& t = member->value;
     const Where where("tensors", key);
-    ManifestTensor mt;
-    mt.shard = r.file_name(t, "shard", where);
-    mt.sha256 = *digest_from_hex(r.digest(t, "sha256", where));  // checked hex
-    mt.nbytes = r.number(t, "nbytes", where);
-    auto dtype = dtype_from_name(r.string(t, "dtype", where));
-    if (!dtype) r.bad(where + ".dtype", "unknown ScalarType name");
-    mt.dtype = *dtype;
-    const auto& shape = r.field(t, "shape", where);
-    if (!shape.is_array() || shape.array().size() > Limits::max_rank)
-      r.bad(where + ".shape", "expected an array of at most 32 dims");
-    for (const auto& d : shape.array()) {
-      if (!d.is_number_unsigned() || d.unsigned_value() > static_cast<uint64_t>(INT64_MAX)) {
-        r.bad(where + ".shape", "expected non-negative integers");
-      }
-      mt.shape.push_back(static_cast<int64_t>(d.unsigned_value()));
-    }
-    const auto& mut = r.field(t, "mutable", where);
-    if (!mut.is_boolean()) r.bad(where + ".mutable", "expected a boolean");
-    mt.is_mutable = mut.boolean();
-    if (t.find("alias_of") != nullptr) mt.alias_of = r.string(t, "alias_of", where);
-    const auto* order = t.find("dim_order");
-    if (m.version == kManifestProgramsVersion && order != nullptr) {
-      if (!order->is_array() || order->array().size() != mt.shape.size())
-        r.bad(where + ".dim_order", "expected one entry per dimension");
-      for (const auto& d : order->array()) {
-        if (!d.is_number_unsigned() || d.unsigned_value() >= mt.shape.size())
-          r.bad(where + ".dim_order", "expected dimension indices");
-        mt.dim_order.push_back(static_cast<uint8_t>(d.unsigned_value()));
-      }
-    }
-    const auto* opaque = t.find("opaque");
-    if (m.version == kManifestProgramsVersion && opaque != nullptr) {
-      if (!opaque->is_boolean()) r.bad(where + ".opaque", "expected a boolean");
-      mt.opaque = opaque->boolean();
-    }
-    m.tensors.emplace_hint(m.tensors.end(), key, std::move(mt));  // keys in sorted order
+    m.tensors.emplace_hint(m.tensors.end(), key,
+                           parse_tensor(r, member->value, where, m.version));  // sorted keys
   }
-  const auto& state = r.field(j, "state", "");
-  if (!state.is_array()) r.bad("state", "expected an array");
-  for (const auto& k : state.array()) {
-    if (!k.is_string()) r.bad("state", "expected strings");
-    m.state.emplace_back(k.text());
-  }
-  m.total_size = r.number(r.field(j, "metadata", ""), "total_size", "metadata");
+}
+
+// Derived data: the weight map must be what the shards' key lists give, entry for entry.
+void check_weight_map(Reader& r, const JsonValue& j, const Manifest& m) {
   const auto& weight_map = r.field(j, "weight_map", "");
   if (!weight_map.is_object()) r.bad("weight_map", "expected an object");
-  // Derived data: it must be what the shards' key lists give, entry for entry.
   const auto expected = weight_map_of(m);
   const auto members = sorted_members(weight_map);
   size_t e = 0;
@@ -420,6 +313,33 @@ Manifest parse_manifest(std::string_view text, const std::string& context) {
     r.bad(fmt::format("weight_map[{}]", quote(expected[e].first)),
           "missing (a shard lists the key)");
   }
+}
+
+}  // namespace
+
+Manifest parse_manifest(std::string_view text, const std::string& context) {
+  const JsonDocument doc(text, context);
+  const JsonValue& j = doc.root();
+  Reader r(context);
+  Manifest m;
+  if (r.string(j, "format", "") != kManifestFormat)
+    r.bad("format", "expected \"ptepack.manifest\"");
+  const uint64_t version = r.number(j, "version", "");
+  if (version != kManifestVersion && version != kManifestProgramsVersion)
+    r.bad("version", "unsupported version (expected 1 or 2)");
+  m.version = static_cast<int>(version);
+  parse_programs(r, j, m);
+  parse_release_and_options(r, j, m);
+  parse_shards(r, j, m);
+  parse_tensors(r, j, m);
+  const auto& state = r.field(j, "state", "");
+  if (!state.is_array()) r.bad("state", "expected an array");
+  for (const auto& k : state.array()) {
+    if (!k.is_string()) r.bad("state", "expected strings");
+    m.state.emplace_back(k.text());
+  }
+  m.total_size = r.number(r.field(j, "metadata", ""), "total_size", "metadata");
+  check_weight_map(r, j, m);
   return m;
 }
 

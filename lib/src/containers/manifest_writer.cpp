@@ -1,0 +1,130 @@
+// manifest.json writer: field by field in json_text's layout, keys in sorted
+// order (as the std::map of a DOM would hold them): a 100,000-tensor manifest
+// needs no DOM.
+#include "ptepack/containers/manifest.h"
+
+#include "json/json_writer.h"
+#include "ptepack/json/json_util.h"
+
+namespace ptepack {
+namespace {
+
+void write_programs(JsonWriter& w, const Manifest& m) {
+  if (m.version != kManifestProgramsVersion) {
+    w.key("program");
+    w.begin_object();
+    w.field("file", m.program.file);
+    w.field("sha256", m.program.sha256);
+    w.field("size", m.program.size);
+    w.end_object();
+    return;
+  }
+  w.key("programs");
+  w.begin_array();
+  for (const auto& p : m.programs) {
+    w.begin_object();
+    w.field("file", p.file);
+    w.key("methods");
+    w.strings(p.methods);
+    w.key("named_data");
+    w.strings(p.named_data);
+    w.field("sha256", p.sha256);
+    w.key("shards");
+    w.strings(p.shards);
+    w.field("size", p.size);
+    w.end_object();
+  }
+  w.end_array();
+}
+
+void write_shards(JsonWriter& w, const Manifest& m) {
+  w.key("shards");
+  w.begin_array();
+  for (const auto& s : m.shards) {
+    w.begin_object();
+    w.field("file", s.file);
+    w.key("keys");
+    w.strings(s.keys);
+    w.field("payload_bytes", s.payload_bytes);
+    if (!s.programs.empty()) {
+      w.key("programs");
+      w.strings(s.programs);
+    }
+    w.field("sha256", s.sha256);
+    w.field("size", s.size);
+    if (!s.stale.empty()) {
+      w.key("stale");
+      w.strings(s.stale);
+    }
+    w.end_object();
+  }
+  w.end_array();
+}
+
+void write_tensors(JsonWriter& w, const Manifest& m) {
+  w.key("tensors");
+  w.begin_object();
+  for (const auto& [key, t] : m.tensors) {
+    w.key(key);
+    w.begin_object();
+    if (t.alias_of) w.field("alias_of", *t.alias_of);
+    if (!t.dim_order.empty()) {
+      w.key("dim_order");
+      w.numbers(t.dim_order);
+    }
+    w.field("dtype", dtype_name(t.dtype));
+    w.field("mutable", t.is_mutable);
+    w.field("nbytes", t.nbytes);
+    if (t.opaque) w.field("opaque", true);
+    w.field("sha256", to_hex(t.sha256));
+    w.key("shape");
+    w.numbers(t.shape);
+    w.field("shard", t.shard);
+    w.end_object();
+  }
+  w.end_object();
+}
+
+}  // namespace
+
+std::string manifest_to_json(const Manifest& m) {
+  JsonWriter w;
+  w.begin_object();
+  if (m.alignment) w.field("alignment", *m.alignment);
+  if (m.base_manifest_sha256) w.field("base_manifest_sha256", *m.base_manifest_sha256);
+  w.field("cap_mode", cap_mode_name(m.cap_mode));
+  w.field("format", kManifestFormat);
+  w.key("max_shard_bytes");
+  if (m.max_shard_bytes) {
+    w.value(*m.max_shard_bytes);
+  } else {
+    w.null();
+  }
+  if (m.max_shard_tensors) w.field("max_shard_tensors", *m.max_shard_tensors);
+  w.key("metadata");
+  w.begin_object();
+  w.field("total_size", m.total_size);
+  w.end_object();
+  if (m.oversize_own_shard) w.field("oversize", "own-shard");
+  if (m.placement_single) w.field("placement", "single");
+  write_programs(w, m);
+  if (m.release) w.field("release", *m.release);
+  w.field("shard_format", shard_format_name(m.shard_format));
+  if (m.shard_prefix) w.field("shard_prefix", *m.shard_prefix);
+  write_shards(w, m);
+  w.key("state");
+  w.strings(m.state);
+  write_tensors(w, m);
+  w.field("version", m.version);
+  w.key("weight_map");
+  w.begin_object();
+  for (const auto& [key, file] : weight_map_of(m)) {
+    w.key(key);
+    w.value(file);
+  }
+  w.end_object();
+  w.end_object();
+  return std::move(w).finish();
+}
+
+}  // namespace ptepack
