@@ -1,6 +1,5 @@
-// pack orchestration: load, merge, hash, plan, then write atomically (or only print the plan).
+// pack: options checked, recorded shard options applied, the front end chosen.
 #include "ptepack/pack/pack.h"
-#include "ptepack/base/parallel.h"
 
 #include <sys/stat.h>
 
@@ -14,13 +13,9 @@
 
 #include <fmt/ranges.h>
 
-#include "pack/base_release.h"
 #include "pack/pack_internal.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
-#include "ptepack/base/memory_return.h"
-#include "ptepack/base/ordered_cursor.h"
-#include "ptepack/hash/parallel_hash.h"
 
 namespace ptepack {
 namespace fs = std::filesystem;
@@ -220,186 +215,12 @@ PackSummary pack_once(const PackOptions& options) {
       output_kind(options.output) == OutputKind::program) {
     return detail::pack_programs(options);
   }
-
   if (options.merge || !options.methods.empty() || options.share_state) {
     fail(ErrorCode::usage, "{} applies to .pte programs; {} is a program graph input",
          options.merge ? "--merge" : options.share_state ? "--share-state" : "--method",
          options.inputs.front());
   }
-  std::vector<MergeInput> merge_inputs;
-  std::vector<fs::path> input_paths;
-  uint64_t program_file_bytes = 0;  // about the merged program's size
-  PackSummary summary;
-  // Inputs are read and checked on `-j` threads, each alone (most of a
-  // many-tensor pack is parsing its programs); parallel_for raises the error of
-  // the first failing input in command-line order, as when they are loaded one
-  // after another.
-  std::vector<InputSpec> specs(options.inputs.size());
-  std::vector<Artifact> loaded(options.inputs.size());
-  detail::DirectoryInputs directories;
-  directories.reserve(options.inputs.size(), options.jobs);
-  parallel_for(options.inputs.size(), effective_jobs(options.jobs), [&](size_t i) {
-    specs[i] = parse_input_spec(options.inputs[i]);
-    directories.check_structure(i, specs[i].path);
-    // merge renames in the object tree
-    loaded[i] = load_artifact(specs[i].path, specs[i].data, true, ProgramForm::tree);
-    const auto& artifact = loaded[i];
-    if (!artifact.pte_programs.empty()) {
-      fail(ErrorCode::usage, "{}: .pte programs cannot be packed together with program graphs",
-           artifact.name);
-    }
-    if (!artifact.program_tree) {
-      fail(ErrorCode::usage, "{}: a {} holds no program; pass it as @DATA of a program input",
-           artifact.name, artifact_kind_name(artifact.kind));
-    }
-  });
-  for (size_t i = 0; i < loaded.size(); ++i) {
-    const auto& spec = specs[i];
-    auto& artifact = loaded[i];
-    detail::add_read_paths(artifact, input_paths);
-    program_file_bytes += artifact.program_file_bytes;
-    MergeInput in{artifact.name, std::move(artifact.program_tree), std::move(artifact.data),
-                  spec.method};
-    merge_inputs.push_back(std::move(in));
-  }
-  // --base is opened and its manifest checked once, before anything is hashed; every file
-  // of it counts as read for the output check.
-  std::unique_ptr<detail::BaseRelease> base;
-  if (options.base) {
-    base = std::make_unique<detail::BaseRelease>(*options.base, kManifestVersion);
-    base->add_read_paths(input_paths);
-  }
-  if (!options.dry_run) detail::check_output_target(options, input_paths);
-  std::vector<const Manifest*> input_manifests;
-  for (const auto& artifact : loaded) {
-    input_manifests.push_back(artifact.manifest ? &*artifact.manifest : nullptr);
-  }
-  const auto stamp = detail::release_stamp(options, input_manifests);
-
-  for (const auto& in : merge_inputs) {
-    for (const auto& m : in.program->methods) {
-      summary.methods.push_back({in.rename_method ? *in.rename_method : m->name, in.name, m->name});
-    }
-  }
-  detail::PreparedPack prepared;
-  prepared.stamp = stamp;
-  prepared.base = std::move(base);
-  prepared.merged =
-      merge_programs(std::move(merge_inputs), effective_jobs(options.jobs), options.list_renames);
-  auto& merged = prepared.merged;
-  summary.output = options.output.string();
-  summary.output_kind = output_kind(options.output);
-  summary.dry_run = options.dry_run;
-  summary.sharding = options.sharding;
-  summary.renames = std::move(merged.renames);
-  summary.renamed_keys = merged.renamed_keys;
-  summary.state.assign(merged.state.begin(), merged.state.end());
-  summary.dropped_keys = merged.dropped_keys;
-  summary.dropped_bytes = merged.dropped_bytes;
-
-  {
-    // From here to the encoded program, far more is freed than allocated: the
-    // merged table as its entries move into one list, then the program as it
-    // is encoded into fresh pages. Freed pages go back at once.
-    PromptMemoryReturn prompt;
-    // Tensors and state keys are both ordered by key: one walk marks the state.
-    prepared.tensors.reserve(merged.tensors.size());
-    OrderedCursor state(merged.state);
-    while (!merged.tensors.empty()) {
-      auto entry = merged.tensors.extract(merged.tensors.begin());
-      const bool is_state = state.contains(entry.key());
-      prepared.tensors.push_back({std::move(entry.key()), std::move(entry.mapped()), {}, is_state});
-    }
-    // Only the program's bytes are needed from here on.
-    prepared.program = write_program_buffer(std::move(merged.program), program_file_bytes);
-  }
-  detail::check_readable_size(fmt::format("{}: the merged program", options.output.string()),
-                              prepared.program.size(), Limits::max_program_bytes);
-
-  Progress progress;
-  // A tensor of a packed directory has the digest its manifest records, proven
-  // when that directory's bytes are checked; every other tensor is hashed.
-  uint64_t total = directories.hash_total();
-  std::vector<ByteRange> ranges;
-  std::vector<size_t> hashed;  // index into prepared.tensors of each range
-  for (size_t i = 0; i < prepared.tensors.size(); ++i) {
-    const auto& t = prepared.tensors[i];
-    if (t.data.expected_sha256) continue;
-    ranges.push_back(t.data.bytes);
-    hashed.push_back(i);
-    total += t.data.bytes.size;
-  }
-  progress.set_hash_total(total);
-  if (!options.dry_run) progress.expect_writes();
-  progress.start(options.progress);
-  auto hash = [&] {
-    directories.check_bytes(&progress);
-    auto digests = hash_ranges(ranges, options.jobs, &progress);
-    for (auto& t : prepared.tensors) {
-      if (t.data.expected_sha256) t.sha256 = *t.data.expected_sha256;
-    }
-    for (size_t i = 0; i < digests.size(); ++i) prepared.tensors[hashed[i]].sha256 = digests[i];
-  };
-  auto make_output = [&] {
-    return std::make_unique<AtomicOutput>(
-        options.output, summary.output_kind == OutputKind::package ? AtomicOutput::Kind::file : AtomicOutput::Kind::directory);
-  };
-
-  std::unique_ptr<AtomicOutput> output;
-  std::optional<detail::PackageSpeculation> package_speculation;
-  std::optional<detail::DirectorySpeculation> directory_speculation;
-  // A large output is written while it is hashed, on the dedup groups
-  // predicted from samples; the digests then confirm them or it is written
-  // again (the bytes are the same either way). Not at -j1, not where the
-  // output would need new directories, and not when it cannot be created:
-  // an input's error then still comes first, as when hashing comes first.
-  std::error_code ec;
-  auto target = options.output;  // `-o out/` names `out`, as AtomicOutput reads it
-  if (target.filename().empty()) target = target.parent_path();
-  const auto parent = target.parent_path();
-  if (!options.dry_run && effective_jobs(options.jobs) > 1 && !options.base &&
-      (parent.empty() || fs::is_directory(parent, ec)) &&
-      detail::worth_writing_while_hashing(prepared.tensors, options.write_while_hashing_from)) {
-    try {
-      output = make_output();
-    } catch (const Error&) {
-      output.reset();
-    }
-    if (output && summary.output_kind == OutputKind::package) {
-      package_speculation =
-          detail::write_package_while_hashing(prepared, *output, &progress, summary, hash);
-    } else if (output) {
-      directory_speculation = detail::write_directory_while_hashing(prepared, options, *output,
-                                                                    &progress, summary, hash);
-    }
-  }
-  const bool speculated = package_speculation || directory_speculation;
-  if (!speculated) {
-    hash();
-    if (!options.dry_run && !output) output = make_output();
-  }
-  bool confirmed = false;
-  if (package_speculation) {
-    confirmed = detail::confirm_package(prepared, *package_speculation, &progress, summary);
-  } else if (directory_speculation) {
-    confirmed = detail::confirm_directory(prepared, *directory_speculation, options, *output,
-                                          &progress, summary);
-  }
-  if (!confirmed) {
-    if (speculated) {  // the prediction failed: a fresh output
-      output.reset();
-      output = make_output();
-      progress.restart_writes();
-    }
-    if (summary.output_kind == OutputKind::package) {
-      detail::write_package(prepared, output.get(), &progress, summary);
-    } else {
-      detail::write_directory(prepared, options, output.get(), &progress, summary);
-    }
-  }
-  progress.stop();
-  if (output) output->commit();
-  return summary;
+  return detail::pack_graphs(options);
 }
 
 // A directory output from one packed directory alone: every shard option not

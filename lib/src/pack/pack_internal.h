@@ -173,6 +173,8 @@ void check_output_target(const PackOptions& options,
 
 // The .pte front end's pack (inputs are .pte programs or directories of them).
 [[nodiscard]] PackSummary pack_programs(const PackOptions& options);
+// The program-graph front end's pack (inputs are graphs, packages or directories of them).
+[[nodiscard]] PackSummary pack_graphs(const PackOptions& options);
 
 // Summary fields shared by both writers: dedup, aliases and byte counts.
 // Also tells `progress` how many bytes the writer will copy.

@@ -1,0 +1,233 @@
+// The program-graph front end's pack: load, merge, hash, plan, then write
+// atomically (or only print the plan).
+#include "pack/base_release.h"
+#include "pack/pack_internal.h"
+#include "ptepack/artifact/artifact.h"
+#include "ptepack/base/error.h"
+#include "ptepack/base/memory_return.h"
+#include "ptepack/base/ordered_cursor.h"
+#include "ptepack/base/parallel.h"
+#include "ptepack/hash/parallel_hash.h"
+#include "ptepack/pack/pack.h"
+
+namespace ptepack::detail {
+namespace fs = std::filesystem;
+namespace {
+
+// The program-graph inputs, read and checked on `-j` threads, each alone (most
+// of a many-tensor pack is parsing its programs); parallel_for raises the error
+// of the first failing input in command-line order, as when they are loaded one
+// after another.
+std::vector<Artifact> load_graph_inputs(const PackOptions& options, std::vector<InputSpec>& specs,
+                                        DirectoryInputs& directories) {
+  specs.resize(options.inputs.size());
+  std::vector<Artifact> loaded(options.inputs.size());
+  directories.reserve(options.inputs.size(), options.jobs);
+  parallel_for(options.inputs.size(), effective_jobs(options.jobs), [&](size_t i) {
+    specs[i] = parse_input_spec(options.inputs[i]);
+    directories.check_structure(i, specs[i].path);
+    // merge renames in the object tree
+    loaded[i] = load_artifact(specs[i].path, specs[i].data, true, ProgramForm::tree);
+    const auto& artifact = loaded[i];
+    if (!artifact.pte_programs.empty()) {
+      fail(ErrorCode::usage, "{}: .pte programs cannot be packed together with program graphs",
+           artifact.name);
+    }
+    if (!artifact.program_tree) {
+      fail(ErrorCode::usage, "{}: a {} holds no program; pass it as @DATA of a program input",
+           artifact.name, artifact_kind_name(artifact.kind));
+    }
+  });
+  return loaded;
+}
+
+// The merge, its figures in the summary, and the merged program encoded.
+void merge_graphs(std::vector<MergeInput> merge_inputs, uint64_t program_file_bytes,
+                  const PackOptions& options, PreparedPack& prepared,
+                  PackSummary& summary) {
+  for (const auto& in : merge_inputs) {
+    for (const auto& m : in.program->methods) {
+      summary.methods.push_back({in.rename_method ? *in.rename_method : m->name, in.name, m->name});
+    }
+  }
+  prepared.merged =
+      merge_programs(std::move(merge_inputs), effective_jobs(options.jobs), options.list_renames);
+  auto& merged = prepared.merged;
+  summary.renames = std::move(merged.renames);
+  summary.renamed_keys = merged.renamed_keys;
+  summary.state.assign(merged.state.begin(), merged.state.end());
+  summary.dropped_keys = merged.dropped_keys;
+  summary.dropped_bytes = merged.dropped_bytes;
+  {
+    // From here to the encoded program, far more is freed than allocated: the
+    // merged table as its entries move into one list, then the program as it
+    // is encoded into fresh pages. Freed pages go back at once.
+    PromptMemoryReturn prompt;
+    // Tensors and state keys are both ordered by key: one walk marks the state.
+    prepared.tensors.reserve(merged.tensors.size());
+    OrderedCursor state(merged.state);
+    while (!merged.tensors.empty()) {
+      auto entry = merged.tensors.extract(merged.tensors.begin());
+      const bool is_state = state.contains(entry.key());
+      prepared.tensors.push_back({std::move(entry.key()), std::move(entry.mapped()), {}, is_state});
+    }
+    // Only the program's bytes are needed from here on.
+    prepared.program = write_program_buffer(std::move(merged.program), program_file_bytes);
+  }
+  check_readable_size(fmt::format("{}: the merged program", options.output.string()),
+                              prepared.program.size(), Limits::max_program_bytes);
+}
+
+// The output's writing: the hashing pass, and the output written after it or,
+// for a large output, while it runs.
+class GraphWriter {
+ public:
+  GraphWriter(PreparedPack& prepared, const PackOptions& options,
+              DirectoryInputs& directories, PackSummary& summary)
+      : prepared_(prepared), options_(options), directories_(directories), summary_(summary) {}
+
+  void run() {
+    progress_.set_hash_total(plan_hashing());
+    if (!options_.dry_run) progress_.expect_writes();
+    progress_.start(options_.progress);
+    const bool speculated = try_write_while_hashing();
+    if (!speculated) {
+      hash();
+      if (!options_.dry_run && !output_) output_ = make_output();
+    }
+    if (!confirmed_) {
+      if (speculated) {  // the prediction failed: a fresh output
+        output_.reset();
+        output_ = make_output();
+        progress_.restart_writes();
+      }
+      if (summary_.output_kind == OutputKind::package) {
+        write_package(prepared_, output_.get(), &progress_, summary_);
+      } else {
+        write_directory(prepared_, options_, output_.get(), &progress_, summary_);
+      }
+    }
+    progress_.stop();
+    if (output_) output_->commit();
+  }
+
+ private:
+  // A tensor of a packed directory has the digest its manifest records, proven
+  // when that directory's bytes are checked; every other tensor is hashed.
+  // Returns the bytes the pass reads.
+  uint64_t plan_hashing() {
+    uint64_t total = directories_.hash_total();
+    for (size_t i = 0; i < prepared_.tensors.size(); ++i) {
+      const auto& t = prepared_.tensors[i];
+      if (t.data.expected_sha256) continue;
+      ranges_.push_back(t.data.bytes);
+      hashed_.push_back(i);
+      total += t.data.bytes.size;
+    }
+    return total;
+  }
+
+  void hash() {
+    directories_.check_bytes(&progress_);
+    auto digests = hash_ranges(ranges_, options_.jobs, &progress_);
+    for (auto& t : prepared_.tensors) {
+      if (t.data.expected_sha256) t.sha256 = *t.data.expected_sha256;
+    }
+    for (size_t i = 0; i < digests.size(); ++i) prepared_.tensors[hashed_[i]].sha256 = digests[i];
+  }
+
+  [[nodiscard]] std::unique_ptr<AtomicOutput> make_output() const {
+    return std::make_unique<AtomicOutput>(options_.output,
+                                          summary_.output_kind == OutputKind::package
+                                              ? AtomicOutput::Kind::file
+                                              : AtomicOutput::Kind::directory);
+  }
+
+  // A large output is written while it is hashed, on the dedup groups
+  // predicted from samples; the digests then confirm them or it is written
+  // again (the bytes are the same either way). Not at -j1, not where the
+  // output would need new directories, and not when it cannot be created:
+  // an input's error then still comes first, as when hashing comes first.
+  // Returns whether it was tried (hash() then ran).
+  bool try_write_while_hashing() {
+    std::error_code ec;
+    auto target = options_.output;  // `-o out/` names `out`, as AtomicOutput reads it
+    if (target.filename().empty()) target = target.parent_path();
+    const auto parent = target.parent_path();
+    if (options_.dry_run || effective_jobs(options_.jobs) <= 1 || options_.base ||
+        !(parent.empty() || fs::is_directory(parent, ec)) ||
+        !worth_writing_while_hashing(prepared_.tensors,
+                                             options_.write_while_hashing_from))
+      return false;
+    try {
+      output_ = make_output();
+    } catch (const Error&) {
+      output_.reset();
+      return false;
+    }
+    auto hash = [this] { this->hash(); };
+    if (summary_.output_kind == OutputKind::package) {
+      auto speculation = write_package_while_hashing(prepared_, *output_, &progress_,
+                                                             summary_, hash);
+      confirmed_ = confirm_package(prepared_, speculation, &progress_, summary_);
+      return true;
+    }
+    auto speculation = write_directory_while_hashing(prepared_, options_, *output_,
+                                                             &progress_, summary_, hash);
+    if (!speculation) return false;
+    confirmed_ = confirm_directory(prepared_, *speculation, options_, *output_,
+                                           &progress_, summary_);
+    return true;
+  }
+
+  PreparedPack& prepared_;
+  const PackOptions& options_;
+  DirectoryInputs& directories_;
+  PackSummary& summary_;
+  Progress progress_;
+  std::vector<ByteRange> ranges_;
+  std::vector<size_t> hashed_;  // index into prepared.tensors of each range
+  std::unique_ptr<AtomicOutput> output_;
+  bool confirmed_ = false;
+};
+
+}  // namespace
+
+PackSummary pack_graphs(const PackOptions& options) {
+  std::vector<InputSpec> specs;
+  DirectoryInputs directories;
+  auto loaded = load_graph_inputs(options, specs, directories);
+  std::vector<MergeInput> merge_inputs;
+  std::vector<fs::path> input_paths;
+  uint64_t program_file_bytes = 0;  // about the merged program's size
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    auto& artifact = loaded[i];
+    add_read_paths(artifact, input_paths);
+    program_file_bytes += artifact.program_file_bytes;
+    merge_inputs.push_back(MergeInput{artifact.name, std::move(artifact.program_tree),
+                                      std::move(artifact.data), specs[i].method});
+  }
+  PreparedPack prepared;
+  // --base is opened and its manifest checked once, before anything is hashed; every file
+  // of it counts as read for the output check.
+  if (options.base) {
+    prepared.base = std::make_unique<BaseRelease>(*options.base, kManifestVersion);
+    prepared.base->add_read_paths(input_paths);
+  }
+  if (!options.dry_run) check_output_target(options, input_paths);
+  std::vector<const Manifest*> input_manifests;
+  for (const auto& artifact : loaded) {
+    input_manifests.push_back(artifact.manifest ? &*artifact.manifest : nullptr);
+  }
+  prepared.stamp = release_stamp(options, input_manifests);
+  PackSummary summary;
+  summary.output = options.output.string();
+  summary.output_kind = output_kind(options.output);
+  summary.dry_run = options.dry_run;
+  summary.sharding = options.sharding;
+  merge_graphs(std::move(merge_inputs), program_file_bytes, options, prepared, summary);
+  GraphWriter(prepared, options, directories, summary).run();
+  return summary;
+}
+
+}  // namespace ptepack::detail
