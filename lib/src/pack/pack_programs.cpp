@@ -243,8 +243,22 @@ void merge_sources(const PackOptions& options, Inputs& in, RangeDigests& digests
   digests.compute(options.jobs, &progress);
 }
 
-PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& digests,
-                        Progress& progress, PackSummary summary) {
+// A directory of programs, planned: the keys moved out, the shards placed, the
+// programs rewritten to name them.
+struct PlannedPrograms {
+  ExternalizedSet set;
+  std::vector<StorageGroup> groups;  // what new shards hold
+  std::vector<PlannedShard> plan;
+  std::vector<FileContent> contents;
+  size_t reused = 0;  // shards of --base kept, listed first
+  std::vector<FileContent> programs;
+  std::vector<std::vector<size_t>> needs;  // per program, the shards it loads
+};
+
+// The programs read, each method's origin and the notes in the summary, the
+// merge made when asked for.
+void prepare_sources(const PackOptions& options, Inputs& in, RangeDigests& digests,
+                     Progress& progress, PackSummary& summary) {
   digests.compute(options.jobs, &progress);
   for (const auto& s : in.sources) {
     if (const size_t n = unreadable_named_data(s)) {
@@ -260,63 +274,70 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
       for (const auto& plan : s.file->program.plans) summary.methods.push_back({plan, s.name, plan});
     }
   }
-  if (summary.output_kind == OutputKind::program) {
-    auto out = inline_one(options, in, digests, progress, std::move(summary));
-    progress.stop();
-    return out;
-  }
+}
 
+// Keys moved out, grouped, the base's shards kept, the rest placed and laid out.
+PlannedPrograms plan_directory(const PackOptions& options, Inputs& in, RangeDigests& digests,
+                               Progress& progress, PackSummary& summary) {
+  PlannedPrograms planned;
   auto& base = in.base;
   PreviousKeys previous;
   if (base) previous = base->previous_keys();
-  auto set = externalize(in.sources, digests, base ? &previous : nullptr);
-  for (const auto& p : set.programs) {
+  planned.set = externalize(in.sources, digests, base ? &previous : nullptr);
+  for (const auto& p : planned.set.programs) {
     summary.renamed_keys += p.renames.size();
     if (options.list_renames)
       summary.renames.insert(summary.renames.end(), p.renames.begin(), p.renames.end());
   }
-  const auto& tensors = set.tensors;
-  auto groups = group_tensors(tensors, DedupRule::bytes);
-  summarize_groups(tensors, groups, summary, &progress);
+  const auto& tensors = planned.set.tensors;
+  planned.groups = group_tensors(tensors, DedupRule::bytes);
+  summarize_groups(tensors, planned.groups, summary, &progress);
   if (base) {
     base->plan(tensors, options, summary);
-    groups = base->groups_to_place(groups);  // what new shards hold
+    planned.groups = base->groups_to_place(planned.groups);
   }
-  auto plan = plan_programs(tensors, groups, set, options);
-  auto contents = lay_out_shards(tensors, groups, plan, options, summary);
-  const size_t reused = base ? base->reused_count() : 0;
+  planned.plan = plan_programs(tensors, planned.groups, planned.set, options);
+  planned.contents = lay_out_shards(tensors, planned.groups, planned.plan, options, summary);
+  planned.reused = base ? base->reused_count() : 0;
   if (base) base->add_to_summary(summary);
+  return planned;
+}
 
+// Each program rewritten to load its keys from the shards, and the shards it needs.
+void rewrite_programs(const PackOptions& options, const Inputs& in, PlannedPrograms& planned,
+                      PackSummary& summary) {
   std::map<std::string, size_t> shard_of;
   for (size_t s = 0; s < summary.shards.size(); ++s) {
     for (const auto& key : summary.shards[s].keys) shard_of.emplace(key, s);
   }
-  std::vector<FileContent> programs;
-  std::vector<std::vector<size_t>> needs(in.sources.size());
+  planned.needs.resize(in.sources.size());
   for (size_t p = 0; p < in.sources.size(); ++p) {
-    auto& rewrite = set.programs[p].rewrite;
+    auto& rewrite = planned.set.programs[p].rewrite;
     rewrite.alignment = options.sharding.alignment;
-    programs.push_back(program_content(pte::rewrite(in.sources[p].file->program, rewrite)));
+    planned.programs.push_back(program_content(pte::rewrite(in.sources[p].file->program, rewrite)));
     std::set<size_t> shards;
-    for (const auto& key : set.programs[p].keys) shards.insert(shard_of.at(key));
-    needs[p].assign(shards.begin(), shards.end());
-    summary.programs.push_back(program_summary(in.sources[p], programs.back().size));
-    summary.programs.back().shard_count = needs[p].size();
-    summary.output_bytes += programs.back().size;
-    if (needs[p].size() > 1) {
+    for (const auto& key : planned.set.programs[p].keys) shards.insert(shard_of.at(key));
+    auto& needs = planned.needs[p];
+    needs.assign(shards.begin(), shards.end());
+    summary.programs.push_back(program_summary(in.sources[p], planned.programs.back().size));
+    summary.programs.back().shard_count = needs.size();
+    summary.output_bytes += planned.programs.back().size;
+    if (needs.size() > 1) {
       summary.notes.push_back(fmt::format(
           "{} needs {} data files: C++ Module(program, {{files...}}) on ExecuTorch 1.1+ loads "
           "them; ExecuTorch 1.0 and the Python bindings take one (pack with --placement "
           "single and without --max-shard-bytes for one)",
-          in.sources[p].file->file, needs[p].size()));
+          in.sources[p].file->file, needs.size()));
     }
   }
-  if (options.dry_run) {
-    if (base) base->summarize(tensors, nullptr, summary);
-    progress.stop();
-    return summary;
-  }
+}
 
+// The programs, the base's kept shards, the new shards and the manifest,
+// committed together.
+void write_programs_directory(const PackOptions& options, Inputs& in,
+                              const PlannedPrograms& planned, Progress& progress,
+                              PackSummary& summary) {
+  const auto& tensors = planned.set.tensors;
   AtomicOutput output(options.output, AtomicOutput::Kind::directory);
   const auto& dir = output.temp_path();
   auto display = [&](const std::string& name) { return output.display_name(name); };
@@ -328,19 +349,20 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
   for (size_t p = 0; p < in.sources.size(); ++p) {
     const auto& name = in.sources[p].file->file;
     OutputFile file(dir / name, display(name));
-    auto digest = write_file(file, programs[p], &progress, OutputFile::Durability::at_commit);
+    auto digest =
+        write_file(file, planned.programs[p], &progress, OutputFile::Durability::at_commit);
     manifest.programs.push_back({name,
                                  to_hex(digest),
-                                 programs[p].size,
+                                 planned.programs[p].size,
                                  in.sources[p].file->program.plans,
                                  {},
-                                 set.programs[p].named_keys});
+                                 planned.set.programs[p].named_keys});
   }
-  if (base) base->write(tensors, options.sharding, dir, output, &progress, manifest);
-  write_shards(tensors, groups, plan, contents, options, output, &progress, summary, manifest,
-               reused);
+  if (in.base) in.base->write(tensors, options.sharding, dir, output, &progress, manifest);
+  write_shards(tensors, planned.groups, planned.plan, planned.contents, options, output, &progress,
+               summary, manifest, planned.reused);
   for (size_t p = 0; p < in.sources.size(); ++p) {
-    for (size_t s : needs[p]) {
+    for (size_t s : planned.needs[p]) {
       manifest.programs[p].shards.push_back(summary.shards[s].file);
       summary.programs[p].shards.push_back(summary.shards[s].file);
       // With two or more programs each shard names the programs that list it.
@@ -349,10 +371,28 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
   }
   summary.output_bytes +=
       write_manifest(options, dir, display("manifest.json"), manifest, in.stamp);
-  if (base) base->summarize(tensors, &manifest, summary);
+  if (in.base) in.base->summarize(tensors, &manifest, summary);
   in.directories.finish_bytes();  // hashing may still show progress until here
   progress.stop();
   output.commit();
+}
+
+PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& digests,
+                        Progress& progress, PackSummary summary) {
+  prepare_sources(options, in, digests, progress, summary);
+  if (summary.output_kind == OutputKind::program) {
+    auto out = inline_one(options, in, digests, progress, std::move(summary));
+    progress.stop();
+    return out;
+  }
+  auto planned = plan_directory(options, in, digests, progress, summary);
+  rewrite_programs(options, in, planned, summary);
+  if (options.dry_run) {
+    if (in.base) in.base->summarize(planned.set.tensors, nullptr, summary);
+    progress.stop();
+    return summary;
+  }
+  write_programs_directory(options, in, planned, progress, summary);
   return summary;
 }
 
