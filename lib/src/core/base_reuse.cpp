@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -70,6 +71,98 @@ std::string shard_over_limits(const std::string& file, uint64_t size, uint64_t p
   return {};
 }
 
+namespace {
+
+size_t find_tensor(const std::vector<StoredTensor>& tensors, std::string_view key) {
+  auto it = std::lower_bound(tensors.begin(), tensors.end(), key,
+                             [](const StoredTensor& t, std::string_view k) { return t.key < k; });
+  return it != tensors.end() && it->key == key ? static_cast<size_t>(it - tensors.begin())
+                                               : ReusePlan::npos;
+}
+
+// Safetensors aliases are not in their shard's key list (the file holds the
+// owner only): OLD's tensors name them, with their owner's shard.
+using UnlistedAliases = std::map<std::string_view, std::vector<std::string_view>>;
+
+UnlistedAliases unlisted_aliases(const Manifest& old) {
+  UnlistedAliases unlisted;  // shard -> aliases
+  if (old.shard_format == ShardFormat::safetensors) {
+    for (const auto& [key, t] : old.tensors) {
+      if (t.alias_of) unlisted[t.shard].push_back(key);
+    }
+  }
+  return unlisted;
+}
+
+// A shard of OLD that may be kept, and the NEW tensors it serves (key order).
+struct Candidate {
+  ReusedShard kept;
+  std::vector<size_t> served;
+};
+
+// Whether OLD's shard s can serve NEW as it is: every key NEW needs with the
+// same bytes and layout, no stale key NEW needs, aliases with their owners,
+// and a stale share within max_stale_percent.
+std::optional<Candidate> examine_shard(const std::vector<StoredTensor>& tensors,
+                                       const Manifest& old, size_t s,
+                                       const UnlistedAliases& unlisted,
+                                       unsigned max_stale_percent) {
+  const auto& shard = old.shards[s];
+  Candidate c;
+  auto& kept = c.kept;
+  kept.old_index = s;
+  uint64_t live_bytes = 0;
+  for (const auto& key : shard.keys) {
+    const size_t t = find_tensor(tensors, key);
+    if (t == ReusePlan::npos) {
+      kept.stale.push_back(key);
+      continue;
+    }
+    auto old_entry = old.tensors.find(key);
+    if (old_entry == old.tensors.end() || !same_tensor(tensors[t], old_entry->second))
+      return std::nullopt;  // needed with other bytes or another layout
+    c.served.push_back(t);
+    kept.live.push_back(key);
+    if (!old_entry->second.alias_of) live_bytes += old_entry->second.nbytes;
+  }
+  for (const auto& key : shard.stale) {  // keys OLD itself no longer read
+    if (find_tensor(tensors, key) != ReusePlan::npos) return std::nullopt;  // bytes unknown
+    kept.stale.push_back(key);
+  }
+  if (kept.live.empty()) return std::nullopt;
+  std::sort(kept.live.begin(), kept.live.end());
+  // An alias is read through its owner's bytes: only with the owner served too,
+  // a stored key of the same shard.
+  auto owner_served = [&](const ManifestTensor& t) {
+    if (!t.alias_of) return true;
+    auto owner = old.tensors.find(*t.alias_of);
+    return owner != old.tensors.end() && !owner->second.alias_of &&
+           owner->second.shard == shard.file &&
+           std::binary_search(kept.live.begin(), kept.live.end(), *t.alias_of);
+  };
+  for (const auto& key : kept.live) {
+    if (!owner_served(old.tensors.at(key))) return std::nullopt;
+  }
+  if (live_bytes > shard.payload_bytes) return std::nullopt;
+  // Safetensors aliases NEW needs with OLD's bytes are served with their owner.
+  if (auto it = unlisted.find(shard.file); it != unlisted.end()) {
+    for (auto key : it->second) {
+      const size_t t = find_tensor(tensors, key);
+      const auto& entry = old.tensors.at(std::string(key));
+      if (t != ReusePlan::npos && same_tensor(tensors[t], entry) && owner_served(entry))
+        c.served.push_back(t);
+    }
+  }
+  kept.stale_bytes = shard.payload_bytes - live_bytes;
+  // stale / payload > percent / 100, without overflow.
+  auto stale_scaled = checked_mul(kept.stale_bytes, 100);
+  auto allowed = checked_mul(shard.payload_bytes, max_stale_percent);
+  if (!stale_scaled || !allowed || *stale_scaled > *allowed) return std::nullopt;
+  return c;
+}
+
+}  // namespace
+
 ReusePlan plan_reuse(const std::vector<StoredTensor>& tensors, const Manifest& old,
                      const ShardingOptions& options, const std::string& prefix,
                      unsigned max_stale_percent) {
@@ -90,20 +183,7 @@ ReusePlan plan_reuse(const std::vector<StoredTensor>& tensors, const Manifest& o
     return fresh(fmt::format("the base caps shards in {} mode and this pack in {} mode",
                              cap_mode_name(old.cap_mode), cap_mode_name(options.cap_mode)));
   }
-  auto find = [&](const std::string& key) -> size_t {
-    auto it = std::lower_bound(tensors.begin(), tensors.end(), key,
-                               [](const StoredTensor& t, const std::string& k) { return t.key < k; });
-    return it != tensors.end() && it->key == key ? static_cast<size_t>(it - tensors.begin())
-                                                 : ReusePlan::npos;
-  };
-  // Safetensors aliases are not in their shard's key list (the file holds the
-  // owner only): OLD's tensors name them, with their owner's shard.
-  std::map<std::string_view, std::vector<std::string_view>> unlisted;  // shard -> aliases
-  if (old.shard_format == ShardFormat::safetensors) {
-    for (const auto& [key, t] : old.tensors) {
-      if (t.alias_of) unlisted[t.shard].push_back(key);
-    }
-  }
+  const auto unlisted = unlisted_aliases(old);
   std::set<std::string_view> claimed;  // every key of the shards reused so far
   for (size_t s = 0; s < old.shards.size(); ++s) {
     const auto& shard = old.shards[s];
@@ -111,58 +191,8 @@ ReusePlan plan_reuse(const std::vector<StoredTensor>& tensors, const Manifest& o
       return fresh(fmt::format("its shard {} is not named with --shard-prefix {}", shard.file,
                                quote(prefix)));
     }
-    bool reusable = true;
-    ReusedShard kept;
-    kept.old_index = s;
-    std::vector<size_t> served;  // NEW tensor indices, in key order
-    uint64_t live_bytes = 0;
-    for (const auto& key : shard.keys) {
-      const size_t t = find(key);
-      if (t == ReusePlan::npos) {
-        kept.stale.push_back(key);
-        continue;
-      }
-      auto old_entry = old.tensors.find(key);
-      if (old_entry == old.tensors.end() || !same_tensor(tensors[t], old_entry->second)) {
-        reusable = false;  // needed with other bytes or another layout
-        break;
-      }
-      served.push_back(t);
-      kept.live.push_back(key);
-      if (!old_entry->second.alias_of) live_bytes += old_entry->second.nbytes;
-    }
-    for (const auto& key : shard.stale) {  // keys OLD itself no longer read
-      if (!reusable) break;
-      if (find(key) != ReusePlan::npos) reusable = false;  // its bytes are unknown
-      kept.stale.push_back(key);
-    }
-    if (!reusable || kept.live.empty()) continue;
-    std::sort(kept.live.begin(), kept.live.end());
-    // An alias is read through its owner's bytes: only with the owner served too,
-    // a stored key of the same shard.
-    auto owner_served = [&](const ManifestTensor& t) {
-      if (!t.alias_of) return true;
-      auto owner = old.tensors.find(*t.alias_of);
-      return owner != old.tensors.end() && !owner->second.alias_of &&
-             owner->second.shard == shard.file &&
-             std::binary_search(kept.live.begin(), kept.live.end(), *t.alias_of);
-    };
-    for (const auto& key : kept.live) reusable = reusable && owner_served(old.tensors.at(key));
-    if (!reusable || live_bytes > shard.payload_bytes) continue;
-    // Safetensors aliases NEW needs with OLD's bytes are served with their owner.
-    if (auto it = unlisted.find(shard.file); it != unlisted.end()) {
-      for (auto key : it->second) {
-        const size_t t = find(std::string(key));
-        const auto& entry = old.tensors.at(std::string(key));
-        if (t != ReusePlan::npos && same_tensor(tensors[t], entry) && owner_served(entry))
-          served.push_back(t);
-      }
-    }
-    kept.stale_bytes = shard.payload_bytes - live_bytes;
-    // stale / payload > percent / 100, without overflow.
-    auto stale_scaled = checked_mul(kept.stale_bytes, 100);
-    auto allowed = checked_mul(shard.payload_bytes, max_stale_percent);
-    if (!stale_scaled || !allowed || *stale_scaled > *allowed) continue;
+    auto candidate = examine_shard(tensors, old, s, unlisted, max_stale_percent);
+    if (!candidate) continue;
     bool clash = false;
     for (const auto& list : {&shard.keys, &shard.stale}) {
       for (const auto& key : *list) clash = clash || claimed.count(key) > 0;
@@ -174,8 +204,9 @@ ReusePlan plan_reuse(const std::vector<StoredTensor>& tensors, const Manifest& o
       return fresh(why);
     }
     for (const auto& list : {&shard.keys, &shard.stale}) claimed.insert(list->begin(), list->end());
+    auto& kept = candidate->kept;
     std::sort(kept.stale.begin(), kept.stale.end());
-    for (size_t t : served) plan.served_by[t] = plan.shards.size();
+    for (size_t t : candidate->served) plan.served_by[t] = plan.shards.size();
     plan.shards.push_back(std::move(kept));
   }
   return plan;
