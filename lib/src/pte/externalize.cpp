@@ -145,50 +145,48 @@ void add_program_ranges(const ProgramSource& source, RangeDigests& digests) {
   for (const auto& [key, d] : *source.data) digests.add(d.bytes);
 }
 
-ExternalizedSet externalize(const std::vector<ProgramSource>& sources,
-                            const RangeDigests& digests, const PreviousKeys* previous) {
-  ExternalizedSet out;
-  out.programs.resize(sources.size());
-  std::vector<Candidate> all;
-  for (size_t p = 0; p < sources.size(); ++p) {
-    const auto& s = sources[p];
-    const auto& program = s.file->program;
-    auto& result = out.programs[p];
-    result.rewrite.tensors.resize(program.tensors.size());
-    std::vector<Candidate> cands;
-    for (size_t i = 0; i < program.tensors.size(); ++i) {
-      const auto& t = program.tensors[i];
-      auto& edit = result.rewrite.tensors[i];
-      if (stored_inside(t.storage) && t.nbytes == 0) {
-        // Zero-length constants stay: one empty buffer serves them all.
-        if (result.rewrite.constants.empty()) result.rewrite.constants.push_back({});
-        edit.kind = TensorEdit::Kind::constant;
-        edit.buffer = 0;
-      } else if (stored_inside(t.storage)) {
-        const std::string name = t.fqn.empty() ? fmt::format("constant_{}", t.buffer_index) : t.fqn;
-        cands.push_back({p, i, final_key(program.plans[t.plan], name, false), tensor_data(t),
-                         digests.of(t.bytes), true});
-      } else if (t.storage == Storage::external) {
-        const auto& d = external_data(s, t);
-        cands.push_back({p, i, t.fqn, d, digests.of(d.bytes), false, true});
-      }
-    }
-    // A key both in the program's named data and in a data file is listed once;
-    // its two sources must agree (as for any key given twice).
-    std::set<std::string> listed;
-    for (auto& [key, d] : named_entries(s)) {
-      if (listed.insert(key).second) result.named_keys.push_back(key);
-      auto digest = digests.of(d.bytes);
-      cands.push_back({p, npos, key, std::move(d), digest, false});
-    }
-    separate_within(cands, s);
-    if (previous != nullptr) keep_previous(cands, s, *previous);
-    for (auto& c : cands) all.push_back(std::move(c));
-  }
+namespace {
 
-  // Across programs: a minted or EXTERNAL key naming different contents in two
-  // programs is qualified with its program's file stem; a named-data key cannot
-  // be (delegates name it inside their blobs), so that is a conflict.
+// Program p's candidates: constants stored inside (under minted keys), EXTERNAL
+// tensors and named data; zero-length constants stay in the program.
+std::vector<Candidate> program_candidates(const ProgramSource& s, size_t p,
+                                          const RangeDigests& digests,
+                                          ExternalizedProgram& result) {
+  const auto& program = s.file->program;
+  result.rewrite.tensors.resize(program.tensors.size());
+  std::vector<Candidate> cands;
+  for (size_t i = 0; i < program.tensors.size(); ++i) {
+    const auto& t = program.tensors[i];
+    auto& edit = result.rewrite.tensors[i];
+    if (stored_inside(t.storage) && t.nbytes == 0) {
+      // Zero-length constants stay: one empty buffer serves them all.
+      if (result.rewrite.constants.empty()) result.rewrite.constants.push_back({});
+      edit.kind = TensorEdit::Kind::constant;
+      edit.buffer = 0;
+    } else if (stored_inside(t.storage)) {
+      const std::string name = t.fqn.empty() ? fmt::format("constant_{}", t.buffer_index) : t.fqn;
+      cands.push_back({p, i, final_key(program.plans[t.plan], name, false), tensor_data(t),
+                       digests.of(t.bytes), true});
+    } else if (t.storage == Storage::external) {
+      const auto& d = external_data(s, t);
+      cands.push_back({p, i, t.fqn, d, digests.of(d.bytes), false, true});
+    }
+  }
+  // A key both in the program's named data and in a data file is listed once;
+  // its two sources must agree (as for any key given twice).
+  std::set<std::string> listed;
+  for (auto& [key, d] : named_entries(s)) {
+    if (listed.insert(key).second) result.named_keys.push_back(key);
+    auto digest = digests.of(d.bytes);
+    cands.push_back({p, npos, key, std::move(d), digest, false});
+  }
+  return cands;
+}
+
+// Across programs: a minted or EXTERNAL key naming different contents in two
+// programs is qualified with its program's file stem; a named-data key cannot
+// be (delegates name it inside their blobs), so that is a conflict.
+void qualify_clashes(std::vector<Candidate>& all, const std::vector<ProgramSource>& sources) {
   for (int round = 0; round < 2; ++round) {
     std::map<std::string, std::vector<size_t>> by_key;
     for (size_t k = 0; k < all.size(); ++k) by_key[all[k].key].push_back(k);
@@ -224,7 +222,11 @@ ExternalizedSet externalize(const std::vector<ProgramSource>& sources,
     }
     if (!changed) break;
   }
+}
 
+// The final keys: each program's edits, renames and key list, the stored tensors.
+void collect_keys(const std::vector<Candidate>& all, const std::vector<ProgramSource>& sources,
+                  ExternalizedSet& out) {
   std::map<std::string, std::pair<TensorData, Digest>> stored;
   std::vector<std::set<std::string>> keys(sources.size());
   for (const auto& c : all) {
@@ -247,6 +249,23 @@ ExternalizedSet externalize(const std::vector<ProgramSource>& sources,
   for (auto& [key, entry] : stored) {
     out.tensors.push_back({key, std::move(entry.first), entry.second, false});
   }
+}
+
+}  // namespace
+
+ExternalizedSet externalize(const std::vector<ProgramSource>& sources,
+                            const RangeDigests& digests, const PreviousKeys* previous) {
+  ExternalizedSet out;
+  out.programs.resize(sources.size());
+  std::vector<Candidate> all;
+  for (size_t p = 0; p < sources.size(); ++p) {
+    auto cands = program_candidates(sources[p], p, digests, out.programs[p]);
+    separate_within(cands, sources[p]);
+    if (previous != nullptr) keep_previous(cands, sources[p], *previous);
+    for (auto& c : cands) all.push_back(std::move(c));
+  }
+  qualify_clashes(all, sources);
+  collect_keys(all, sources, out);
   return out;
 }
 
