@@ -166,13 +166,10 @@ bool looks_like_pte(std::span<const uint8_t> head) {
   return head.size() >= 8 && std::string_view(reinterpret_cast<const char*>(&head[4]), 4) == "ET12";
 }
 
-Program read(const InputFilePtr& file) {
-  const std::string& name = file->name();
-  Program out;
-  out.file = file;
-  out.header = read_header(*file);
-  out.flatbuffer = file->read_range(0, out.header.program_size);
+namespace {
 
+// The flatbuffer verified, 8-byte values aligned, unknown fields noted.
+void verify_flatbuffer(const std::string& name, Program& out) {
   fb::Verifier::Options options;
   options.max_depth = 64;
   options.max_tables = 64'000'000;
@@ -190,24 +187,10 @@ Program read(const InputFilePtr& file) {
   }
   detail::find_unknown(reinterpret_cast<const fb::Table*>(&root), et::ProgramTypeTable(),
                        out.not_rewritable);
-  if (root.execution_plan() == nullptr || root.execution_plan()->size() == 0) {
-    fail_input("{}: program has no execution plans", name);
-  }
-  read_segments(name, root, out);
+}
 
-  const auto* constants = root.constant_segment();
-  if (constants != nullptr) {
-    check_subsegment(name, *constants, out.segments, "constant_segment");
-    if (count(constants->offsets()) > 0 && count(root.constant_buffer()) > 0) {
-      fail_input("{}: both constant_buffer ({} entries) and constant_segment.offsets are used",
-                 name, count(root.constant_buffer()));
-    }
-  }
-  for (uint32_t k = 0; k < count(root.mutable_data_segments()); ++k) {
-    check_subsegment(name, *root.mutable_data_segments()->Get(k), out.segments,
-                     fmt::format("mutable_data_segments[{}]", k));
-  }
-
+void read_named_data(const InputFilePtr& file, const et::Program& root, Program& out) {
+  const std::string& name = file->name();
   std::set<std::string> keys;
   for (uint32_t k = 0; k < count(root.named_data()); ++k) {
     const auto* nd = root.named_data()->Get(k);
@@ -228,7 +211,9 @@ Program read(const InputFilePtr& file) {
     const Segment& seg = out.segments[nd->segment_index()];
     out.named_data.push_back({std::move(key), nd->segment_index(), {file, seg.offset, seg.size}});
   }
+}
 
+void read_plans(const std::string& name, const et::Program& root, Program& out) {
   std::set<std::string> plan_names;
   for (uint32_t p = 0; p < root.execution_plan()->size(); ++p) {
     const auto* ep = root.execution_plan()->Get(p);
@@ -241,8 +226,10 @@ Program read(const InputFilePtr& file) {
     out.plans.push_back(ep->name()->str());
     detail::read_plan(name, out, root, p);
   }
+}
 
-  // Alignment that inline data and constant offsets keep in this file, never lowered on rewrite.
+// Alignment that inline data and constant offsets keep in this file, never lowered on rewrite.
+void measure_alignments(const et::Program& root, Program& out) {
   auto aligned_at = [&](uint64_t offset, uint64_t current) {
     return std::min(current, std::clamp<uint64_t>(low_bit(offset), 16, kMaxAlignment));
   };
@@ -261,6 +248,7 @@ Program read(const InputFilePtr& file) {
     inline_data(root.constant_buffer()->Get(k)->storage());
   }
   out.inline_alignment = any_inline ? inline_alignment : 16;
+  const auto* constants = root.constant_segment();
   uint64_t tensor_alignment = kMaxAlignment;
   bool any_offset = false;
   for (uint32_t k = 0; constants != nullptr && k < count(constants->offsets()); ++k) {
@@ -269,6 +257,37 @@ Program read(const InputFilePtr& file) {
     tensor_alignment = aligned_at(constants->offsets()->Get(k), tensor_alignment);
   }
   out.tensor_alignment = any_offset ? tensor_alignment : 16;
+}
+
+}  // namespace
+
+Program read(const InputFilePtr& file) {
+  const std::string& name = file->name();
+  Program out;
+  out.file = file;
+  out.header = read_header(*file);
+  out.flatbuffer = file->read_range(0, out.header.program_size);
+  verify_flatbuffer(name, out);
+  const et::Program& root = *out.root();
+  if (root.execution_plan() == nullptr || root.execution_plan()->size() == 0) {
+    fail_input("{}: program has no execution plans", name);
+  }
+  read_segments(name, root, out);
+  const auto* constants = root.constant_segment();
+  if (constants != nullptr) {
+    check_subsegment(name, *constants, out.segments, "constant_segment");
+    if (count(constants->offsets()) > 0 && count(root.constant_buffer()) > 0) {
+      fail_input("{}: both constant_buffer ({} entries) and constant_segment.offsets are used",
+                 name, count(root.constant_buffer()));
+    }
+  }
+  for (uint32_t k = 0; k < count(root.mutable_data_segments()); ++k) {
+    check_subsegment(name, *root.mutable_data_segments()->Get(k), out.segments,
+                     fmt::format("mutable_data_segments[{}]", k));
+  }
+  read_named_data(file, root, out);
+  read_plans(name, root, out);
+  measure_alignments(root, out);
   return out;
 }
 
