@@ -150,13 +150,8 @@ bool written_by_executorch_06(const std::vector<uint8_t>& buffer, flatbuffers::V
   return root->segments() != nullptr || root->tensors() != nullptr;
 }
 
-}  // namespace
-
-File read_file(const InputFilePtr& file) {
-  const std::string& name = file->name();
-  const Header h = read_header(*file);
-  const std::vector<uint8_t> buffer = file->read_range(0, h.flatbuffer_end);
-
+// The FlatTensor root of `buffer`, verified, with both vectors within limits.
+const fbs::FlatTensor* verified_root(const std::string& name, const std::vector<uint8_t>& buffer) {
   // Tables: the root, one per segment, two per key; depth: root, vector, NamedData,
   // TensorLayout, vector.
   flatbuffers::Verifier::Options options;
@@ -186,7 +181,54 @@ File read_file(const InputFilePtr& file) {
     fail_input("{}: {} segments and {} keys exceed the limit of {}", name, root->segments()->size(),
                root->named_data()->size(), Limits::max_keys);
   }
+  return root;
+}
 
+// Entry i of named_data: its key checked, its segment, its layout or none.
+void read_named_data(const InputFilePtr& file, const fbs::NamedData& named,
+                     flatbuffers::uoffset_t i, File& out) {
+  const std::string& name = out.name;
+  if (named.key() == nullptr) fail_input("{}: named_data[{}] has no key", name, i);
+  if (named.key()->size() == 0) fail_input("{}: named_data[{}] has an empty key", name, i);
+  if (named.key()->size() > Limits::max_key_length) {
+    fail_input("{}: named_data[{}]: key of {} bytes exceeds the limit of {}", name, i,
+               named.key()->size(), Limits::max_key_length);
+  }
+  std::string key = named.key()->str();
+  // The runtime looks keys up as C strings; an embedded NUL would make the key unreachable.
+  check_name(key, "key", fmt::format("{}: named_data[{}]", name, i));
+  if (out.tensors.count(key) != 0) fail_input("{}: duplicate key {}", name, ptepack::quoted(key));
+  const uint32_t index = named.segment_index();
+  if (index >= out.segments.size()) {
+    fail_input("{}: key {}: segment_index {} is out of range ({} segments)", name,
+               ptepack::quoted(key), index, out.segments.size());
+  }
+  const Segment& segment = out.segments[index];
+  TensorData tensor;
+  tensor.bytes = ByteRange{file, segment.offset, segment.size};
+  if (const fbs::TensorLayout* layout = named.tensor_layout()) {
+    tensor.dtype = layout_dtype(name, key, layout->scalar_type());
+    tensor.shape = layout_shape(name, key, *layout, tensor.dim_order);
+    auto bytes = byte_size(tensor.dtype, tensor.shape);
+    if (!bytes || *bytes != segment.size) {
+      fail_input("{}: key {}: layout {} [{}] needs {} bytes but segment {} holds {}", name,
+                 ptepack::quoted(key), dtype_name(tensor.dtype), fmt::join(tensor.shape, ", "),
+                 bytes ? fmt::to_string(*bytes) : std::string("too many"), index, segment.size);
+    }
+  } else {
+    tensor = opaque_tensor(tensor.bytes);
+  }
+  ++out.segment_keys[index];
+  out.tensors.emplace(std::move(key), std::move(tensor));
+}
+
+}  // namespace
+
+File read_file(const InputFilePtr& file) {
+  const std::string& name = file->name();
+  const Header h = read_header(*file);
+  const std::vector<uint8_t> buffer = file->read_range(0, h.flatbuffer_end);
+  const fbs::FlatTensor* root = verified_root(name, buffer);
   File out;
   out.name = name;
   out.version = root->version();
@@ -199,42 +241,9 @@ File read_file(const InputFilePtr& file) {
     }
     out.segments.push_back({h.segment_base + segment->offset(), segment->size()});
   }
-
   out.segment_keys.assign(out.segments.size(), 0);
   for (flatbuffers::uoffset_t i = 0; i < root->named_data()->size(); ++i) {
-    const fbs::NamedData* named = root->named_data()->Get(i);
-    if (named->key() == nullptr) fail_input("{}: named_data[{}] has no key", name, i);
-    if (named->key()->size() == 0) fail_input("{}: named_data[{}] has an empty key", name, i);
-    if (named->key()->size() > Limits::max_key_length) {
-      fail_input("{}: named_data[{}]: key of {} bytes exceeds the limit of {}", name, i,
-                 named->key()->size(), Limits::max_key_length);
-    }
-    std::string key = named->key()->str();
-    // The runtime looks keys up as C strings; an embedded NUL would make the key unreachable.
-    check_name(key, "key", fmt::format("{}: named_data[{}]", name, i));
-    if (out.tensors.count(key) != 0) fail_input("{}: duplicate key {}", name, ptepack::quoted(key));
-    const uint32_t index = named->segment_index();
-    if (index >= out.segments.size()) {
-      fail_input("{}: key {}: segment_index {} is out of range ({} segments)", name,
-                 ptepack::quoted(key), index, out.segments.size());
-    }
-    const Segment& segment = out.segments[index];
-    TensorData tensor;
-    tensor.bytes = ByteRange{file, segment.offset, segment.size};
-    if (const fbs::TensorLayout* layout = named->tensor_layout()) {
-      tensor.dtype = layout_dtype(name, key, layout->scalar_type());
-      tensor.shape = layout_shape(name, key, *layout, tensor.dim_order);
-      auto bytes = byte_size(tensor.dtype, tensor.shape);
-      if (!bytes || *bytes != segment.size) {
-        fail_input("{}: key {}: layout {} [{}] needs {} bytes but segment {} holds {}", name,
-                   ptepack::quoted(key), dtype_name(tensor.dtype), fmt::join(tensor.shape, ", "),
-                   bytes ? fmt::to_string(*bytes) : std::string("too many"), index, segment.size);
-      }
-    } else {
-      tensor = opaque_tensor(tensor.bytes);
-    }
-    ++out.segment_keys[index];
-    out.tensors.emplace(std::move(key), std::move(tensor));
+    read_named_data(file, *root->named_data()->Get(i), i, out);
   }
   return out;
 }

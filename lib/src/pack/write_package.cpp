@@ -18,6 +18,19 @@ uint32_t crc_of(std::string_view bytes) {
       0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
 }
 
+// aliases.json: {"alias": "owner", ...}, ordered by alias; empty without aliases.
+std::string aliases_json(const PackSummary& summary) {
+  if (summary.aliases.empty()) return {};
+  JsonWriter aliases;
+  aliases.begin_object();
+  for (const auto& [alias, owner] : summary.aliases) aliases.field(alias, owner);
+  aliases.end_object();
+  auto text = std::move(aliases).finish();
+  check_readable_size(fmt::format("{}: aliases.json", summary.output), text.size(),
+                      Limits::max_header_bytes);
+  return text;
+}
+
 // The package of `groups` (summarized in `summary`); see write_package.
 void write_package_file(const PreparedPack& prepared, const std::vector<StorageGroup>& groups,
                         AtomicOutput* output, Progress* progress, PackSummary& summary,
@@ -31,16 +44,7 @@ void write_package_file(const PreparedPack& prepared, const std::vector<StorageG
     const auto& owner = tensors[g.members[0]];
     entries.push_back({owner.key, owner.data.dtype, owner.data.shape, owner.data.bytes.size});
   }
-  std::string aliases_text;
-  if (!summary.aliases.empty()) {
-    JsonWriter aliases;  // {"alias": "owner", ...}, ordered by alias
-    aliases.begin_object();
-    for (const auto& [alias, owner] : summary.aliases) aliases.field(alias, owner);
-    aliases.end_object();
-    aliases_text = std::move(aliases).finish();
-    check_readable_size(fmt::format("{}: aliases.json", summary.output), aliases_text.size(),
-                        Limits::max_header_bytes);
-  }
+  const std::string aliases_text = aliases_json(summary);
   std::vector<std::pair<std::string, uint64_t>> members{
       {"program.ptg", prepared.program_bytes().size()}};
   safetensors::Layout weights;
