@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Process-level corruption sample: truncated and byte-flipped artifacts through the real binary
 # end in exit 1/3/4/5 with `ptepack: error:` lines, never a signal, exit 70 or a hang.
-# The exhaustive every-byte sweep runs in-process: tests/unit/test_corruption.cpp.
+# The exhaustive every-byte sweep runs in-process: tests/unit/verify/test_corruption.cpp.
 import atexit
 import json
 import os
@@ -22,7 +22,7 @@ SHOWN = 10  # failures listed per test; the rest are counted
 # PTEPACK_TEST_SAMPLE=F runs about F of the cuts and flips (deterministically: every
 # round(1/F)-th cut, F of the flips of each seed); scripts/test.sh's sanitizer pass uses a
 # quarter, where each run of the instrumented debug binary costs 40 times more. The
-# exhaustive in-process sweep (tests/unit/test_corruption.cpp) runs whole in both passes.
+# exhaustive in-process sweep (tests/unit/verify/test_corruption.cpp) runs whole in both passes.
 SAMPLE = min(1.0, max(0.01, float(os.environ.get("PTEPACK_TEST_SAMPLE", "1"))))
 
 
@@ -89,7 +89,7 @@ def expect_clean_failure(problems, result, what):
 
 def cut_points(size):
     """Dense at both ends, where headers and end records live, and spread in between (the C++
-    sweep in tests/unit/test_corruption.cpp does every byte)."""
+    sweep in tests/unit/verify/test_corruption.cpp does every byte)."""
     points = set(range(min(size, 48))) | set(range(max(0, size - 48), size))
     points |= {size * i // 24 for i in range(1, 24)}
     return sorted(p for p in points if p < size)[::max(1, round(1 / SAMPLE))]
