@@ -99,6 +99,163 @@ std::vector<KeyRow> select_rows(std::vector<KeyRow> rows, const DumpOptions& o,
   return rows;
 }
 
+// Byte figures of all rows, before --key, --method and --shard.
+struct ByteFigures {
+  uint64_t referenced_bytes = 0;
+  uint64_t stored_bytes = 0;
+  uint64_t unreferenced_bytes = 0;
+  uint64_t unreferenced_keys = 0;
+  uint64_t saved = 0;
+};
+
+// The tensors that get rows: the artifact's data, and for a bare .pte its own
+// constants and named data too (held in `with_own`; data files win on a key).
+const TensorTable& row_table(const Artifact& artifact, TensorTable& with_own) {
+  if (artifact.kind != ArtifactKind::pte || artifact.pte_programs.size() != 1) {
+    return artifact.data;
+  }
+  with_own = own_tensors(artifact.pte_programs.front().program);
+  for (const auto& [key, data] : artifact.data) with_own.insert_or_assign(key, data);
+  return with_own;
+}
+
+// One row per key with data, plus referenced keys that have none (state buffers).
+// Every table here is ordered by key, and the rows come in key order.
+std::vector<KeyRow> collect_rows(const Artifact& artifact, const TensorTable& table,
+                                 const ProgramKeys& keys,
+                                 const std::vector<std::string_view>& mutated_keys) {
+  std::vector<KeyRow> rows;
+  rows.reserve(table.size());
+  OrderedCursor mutated(mutated_keys);
+  auto use = keys.uses().begin();
+  auto referenced = [&](const std::string& key) {
+    while (use != keys.uses().end() && use->key < key) ++use;
+    return use != keys.uses().end() && use->key == key;
+  };
+  OrderedCursor aliases(artifact.aliases);
+  const std::map<std::string, ManifestTensor> no_manifest;
+  OrderedCursor listed(artifact.manifest ? artifact.manifest->tensors : no_manifest);
+  for (const auto& [key, data] : table) {
+    KeyRow row{
+        &key, &data, nullptr, {}, {}, mutated.contains(key), !artifact.program || referenced(key)};
+    if (auto it = aliases.find(key); it != aliases.end()) row.alias_of = it->second;
+    if (auto t = listed.find(key); t != listed.end()) {
+      row.manifest_sha256 = &t->second.sha256;
+      row.shard = t->second.shard;
+      row.is_mutable = row.is_mutable || t->second.is_mutable;
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+ByteFigures byte_figures(const Artifact& artifact, const std::vector<KeyRow>& rows) {
+  ByteFigures f;
+  for (const auto& r : rows) {
+    if (!r.referenced) {
+      ++f.unreferenced_keys;
+      f.unreferenced_bytes += r.data->bytes.size;
+      continue;
+    }
+    f.referenced_bytes += r.data->bytes.size;
+  }
+  if (artifact.manifest) {
+    for (const auto& s : artifact.manifest->shards) f.stored_bytes += s.payload_bytes;
+  } else {
+    // Stored once per distinct byte range (aliases share their owner's range).
+    std::vector<std::tuple<const InputFile*, uint64_t, uint64_t>> stored;
+    stored.reserve(rows.size());
+    for (const auto& r : rows)
+      stored.emplace_back(r.data->bytes.file.get(), r.data->bytes.offset, r.data->bytes.size);
+    std::sort(stored.begin(), stored.end());
+    stored.erase(std::unique(stored.begin(), stored.end()), stored.end());
+    for (const auto& range : stored) f.stored_bytes += std::get<2>(range);
+  }
+  f.saved = f.referenced_bytes + f.unreferenced_bytes > f.stored_bytes
+                ? f.referenced_bytes + f.unreferenced_bytes - f.stored_bytes
+                : 0;
+  return f;
+}
+
+// --method must name a method of the program(s), --shard a shard of the manifest.
+void check_selection(const Artifact& artifact, const DumpOptions& options) {
+  if (!options.method.empty() && (artifact.program || !artifact.pte_programs.empty())) {
+    std::vector<std::string> names;
+    if (artifact.program) {
+      for (const auto& m : access::methods(artifact.program.root()))
+        names.emplace_back(access::name(m));
+    }
+    for (const auto& p : artifact.pte_programs) {
+      for (const auto& plan : p.program.plans) {
+        if (std::find(names.begin(), names.end(), plan) == names.end()) names.push_back(plan);
+      }
+    }
+    if (std::find(names.begin(), names.end(), options.method) == names.end()) {
+      fail(ErrorCode::usage, "{}: no method {} (methods: {})", artifact.name, quote(options.method),
+           fmt::join(names, ", "));
+    }
+  }
+  if (!options.shard.empty()) {
+    if (!artifact.manifest) {
+      fail(ErrorCode::usage, "{}: --shard needs a packed directory (one with manifest.json)",
+           artifact.name);
+    }
+    const auto& shards = artifact.manifest->shards;
+    if (std::none_of(shards.begin(), shards.end(),
+                     [&](const auto& shard) { return shard.file == options.shard; })) {
+      fail(ErrorCode::usage, "{}: no shard {}", artifact.name, quote(options.shard));
+    }
+  }
+}
+
+// Digests of the rows shown (a manifest already lists them; --no-hash skips them).
+std::vector<Digest> row_digests(const Artifact& artifact, const std::vector<KeyRow>& rows,
+                                const DumpOptions& options) {
+  std::vector<Digest> digests;
+  if (!artifact.manifest && !options.no_hash) {
+    std::vector<ByteRange> ranges;
+    ranges.reserve(rows.size());
+    uint64_t total = 0;
+    for (const auto& r : rows) {
+      ranges.push_back(r.data->bytes);
+      total += r.data->bytes.size;
+    }
+    Progress progress;
+    progress.set_hash_total(total);
+    progress.start(total >= kProgressBytes ? options.progress : ProgressMode::never);
+    digests = hash_ranges(ranges, options.jobs, &progress);
+    progress.stop();
+  }
+  return digests;
+}
+
+// .pte programs: the methods that read each key.
+void add_key_methods(const Artifact& artifact, DumpContext& context) {
+  for (const auto& p : artifact.pte_programs) {
+    // Its named data: its own, the manifest's list for it, or its data files' other keys.
+    std::set<std::string> named;
+    for (const auto& e : p.program.named_data) named.insert(e.key);
+    if (p.named_keys) {
+      named.insert(p.named_keys->begin(), p.named_keys->end());
+    } else {
+      std::set<std::string_view> external;
+      for (const auto& t : p.program.tensors) {
+        if (t.storage == pte::Storage::external) external.insert(t.fqn);
+      }
+      for (const auto& [key, d] : artifact.data) {
+        if (!external.count(key)) named.insert(key);
+      }
+    }
+    for (uint32_t plan = 0; plan < p.program.plans.size(); ++plan) {
+      std::set<std::string> read = pte::detail::keys_named_by_plan(p.program, plan, named);
+      for (const auto& t : p.program.tensors) {
+        if (t.plan == plan && t.storage == pte::Storage::external) read.insert(t.fqn);
+      }
+      for (const auto& key : read) context.key_methods[key].push_back(p.program.plans[plan]);
+    }
+  }
+}
+
 }  // namespace
 
 // Counts and bytes of the shown rows per method, dtype and shard, and the `top` largest.
@@ -158,110 +315,14 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
   if (artifact.program) keys = ProgramKeys(artifact.program.root());
   const auto mutated_keys = keys.mutated();
 
-  // One row per key with data, plus referenced keys that have none (state buffers).
-  // Every table here is ordered by key, and the rows come in key order.
-  // A bare .pte: its own constants and named data are rows too, beside its data files'.
   TensorTable with_own;
-  const TensorTable* table = &artifact.data;
-  if (artifact.kind == ArtifactKind::pte && artifact.pte_programs.size() == 1) {
-    with_own = own_tensors(artifact.pte_programs.front().program);
-    for (const auto& [key, data] : artifact.data) with_own.insert_or_assign(key, data);  // files win
-    table = &with_own;
-  }
-  std::vector<KeyRow> rows;
-  rows.reserve(table->size());
-  OrderedCursor mutated(mutated_keys);
-  auto use = keys.uses().begin();
-  auto referenced = [&](const std::string& key) {
-    while (use != keys.uses().end() && use->key < key) ++use;
-    return use != keys.uses().end() && use->key == key;
-  };
-  OrderedCursor aliases(artifact.aliases);
-  const std::map<std::string, ManifestTensor> no_manifest;
-  OrderedCursor listed(artifact.manifest ? artifact.manifest->tensors : no_manifest);
-  for (const auto& [key, data] : *table) {
-    KeyRow row{
-        &key, &data, nullptr, {}, {}, mutated.contains(key), !artifact.program || referenced(key)};
-    if (auto it = aliases.find(key); it != aliases.end()) row.alias_of = it->second;
-    if (auto t = listed.find(key); t != listed.end()) {
-      row.manifest_sha256 = &t->second.sha256;
-      row.shard = t->second.shard;
-      row.is_mutable = row.is_mutable || t->second.is_mutable;
-    }
-    rows.push_back(row);
-  }
+  auto rows = collect_rows(artifact, row_table(artifact, with_own), keys, mutated_keys);
   const auto& state = mutated_keys;  // sorted, each once
-
-  uint64_t referenced_bytes = 0, stored_bytes = 0, unreferenced_bytes = 0, unreferenced_keys = 0;
-  for (const auto& r : rows) {
-    if (!r.referenced) {
-      ++unreferenced_keys;
-      unreferenced_bytes += r.data->bytes.size;
-      continue;
-    }
-    referenced_bytes += r.data->bytes.size;
-  }
-  if (artifact.manifest) {
-    for (const auto& s : artifact.manifest->shards) stored_bytes += s.payload_bytes;
-  } else {
-    // Stored once per distinct byte range (aliases share their owner's range).
-    std::vector<std::tuple<const InputFile*, uint64_t, uint64_t>> stored;
-    stored.reserve(rows.size());
-    for (const auto& r : rows)
-      stored.emplace_back(r.data->bytes.file.get(), r.data->bytes.offset, r.data->bytes.size);
-    std::sort(stored.begin(), stored.end());
-    stored.erase(std::unique(stored.begin(), stored.end()), stored.end());
-    for (const auto& range : stored) stored_bytes += std::get<2>(range);
-  }
-  uint64_t saved = referenced_bytes + unreferenced_bytes > stored_bytes
-                       ? referenced_bytes + unreferenced_bytes - stored_bytes
-                       : 0;
-  if (!options.method.empty() && (artifact.program || !artifact.pte_programs.empty())) {
-    std::vector<std::string> names;
-    if (artifact.program) {
-      for (const auto& m : access::methods(artifact.program.root()))
-        names.emplace_back(access::name(m));
-    }
-    for (const auto& p : artifact.pte_programs) {
-      for (const auto& plan : p.program.plans) {
-        if (std::find(names.begin(), names.end(), plan) == names.end()) names.push_back(plan);
-      }
-    }
-    if (std::find(names.begin(), names.end(), options.method) == names.end()) {
-      fail(ErrorCode::usage, "{}: no method {} (methods: {})", artifact.name, quote(options.method),
-           fmt::join(names, ", "));
-    }
-  }
-  if (!options.shard.empty()) {
-    if (!artifact.manifest) {
-      fail(ErrorCode::usage, "{}: --shard needs a packed directory (one with manifest.json)",
-           artifact.name);
-    }
-    const auto& shards = artifact.manifest->shards;
-    if (std::none_of(shards.begin(), shards.end(),
-                     [&](const auto& shard) { return shard.file == options.shard; })) {
-      fail(ErrorCode::usage, "{}: no shard {}", artifact.name, quote(options.shard));
-    }
-  }
+  const auto figures = byte_figures(artifact, rows);
+  check_selection(artifact, options);
   const size_t total_keys = rows.size();
   rows = select_rows(std::move(rows), options, keys, static_cast<bool>(artifact.program));
-
-  // Digests of the rows shown (a manifest already lists them; --no-hash skips them).
-  std::vector<Digest> digests;
-  if (!artifact.manifest && !options.no_hash) {
-    std::vector<ByteRange> ranges;
-    ranges.reserve(rows.size());
-    uint64_t total = 0;
-    for (const auto& r : rows) {
-      ranges.push_back(r.data->bytes);
-      total += r.data->bytes.size;
-    }
-    Progress progress;
-    progress.set_hash_total(total);
-    progress.start(total >= kProgressBytes ? options.progress : ProgressMode::never);
-    digests = hash_ranges(ranges, options.jobs, &progress);
-    progress.stop();
-  }
+  auto digests = row_digests(artifact, rows, options);
 
   ProgramDump programs;
   if (!artifact.pte_programs.empty()) {
@@ -278,34 +339,12 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
                               total_keys,
                               std::move(digests),
                               std::move(programs),
-                              referenced_bytes,
-                              stored_bytes,
-                              unreferenced_bytes,
-                              unreferenced_keys,
-                              saved};
-  for (const auto& p : artifact.pte_programs) {
-    // Its named data: its own, the manifest's list for it, or its data files' other keys.
-    std::set<std::string> named;
-    for (const auto& e : p.program.named_data) named.insert(e.key);
-    if (p.named_keys) {
-      named.insert(p.named_keys->begin(), p.named_keys->end());
-    } else {
-      std::set<std::string_view> external;
-      for (const auto& t : p.program.tensors) {
-        if (t.storage == pte::Storage::external) external.insert(t.fqn);
-      }
-      for (const auto& [key, d] : artifact.data) {
-        if (!external.count(key)) named.insert(key);
-      }
-    }
-    for (uint32_t plan = 0; plan < p.program.plans.size(); ++plan) {
-      std::set<std::string> read = pte::detail::keys_named_by_plan(p.program, plan, named);
-      for (const auto& t : p.program.tensors) {
-        if (t.plan == plan && t.storage == pte::Storage::external) read.insert(t.fqn);
-      }
-      for (const auto& key : read) context.key_methods[key].push_back(p.program.plans[plan]);
-    }
-  }
+                              figures.referenced_bytes,
+                              figures.stored_bytes,
+                              figures.unreferenced_bytes,
+                              figures.unreferenced_keys,
+                              figures.saved};
+  add_key_methods(artifact, context);
   if (options.json) {
     detail::render_json(context, out);
   } else {
