@@ -145,68 +145,26 @@ ordered breakdown_json(const std::vector<KeyRow>& rows, const ProgramKeys& keys,
           {"largest", largest}};
 }
 
-}  // namespace
-
-void render_json(const DumpContext& context, Sink& out) {
-  // Named references, not a structured binding: lambdas below capture them
-  // (clang before 16 cannot capture structured bindings).
+// "program": the program's methods and version, null without one.
+void write_program(JsonWriter& w, const DumpContext& context, Sink& out) {
   const auto& artifact = context.artifact;
-  const auto& options = context.options;
-  const auto& keys = context.keys;
-  const auto& state = context.state;
-  const auto& rows = context.rows;
-  const auto& total_keys = context.total_keys;
-  const auto& programs = context.programs;
-  const auto& referenced_bytes = context.referenced_bytes;
-  const auto& stored_bytes = context.stored_bytes;
-  const auto& unreferenced_bytes = context.unreferenced_bytes;
-  const auto& unreferenced_keys = context.unreferenced_keys;
-  const auto& saved = context.saved;
-  auto sha256_of = [&context](size_t i) { return context.sha256_of(i); };
-  // The document's fields in json_text's order (bytewise by name), streamed:
-  // the program's methods and the tensors can run to millions of entries.
-  // The small parts are DOMs laid out in place.
-  JsonWriter w;
-  w.begin_object();
-  w.field("artifact", artifact.name);
-  if (options.summary) {
-    w.key("breakdown");
-    w.dom(breakdown_json(rows, keys, options.top, context));
-  }
-  const auto* manifest = artifact.manifest ? &*artifact.manifest : nullptr;
-  if (manifest) w.field("cap_mode", cap_mode_name(manifest->cap_mode));
-  w.field("format", kDumpFormat);
-  w.field("kind", artifact_kind_name(artifact.kind));
-  if (manifest) {
-    w.key("max_shard_bytes");
-    if (manifest->max_shard_bytes) {
-      w.value(*manifest->max_shard_bytes);
-    } else {
-      w.null();
-    }
-  }
-  if (!artifact.notes.empty()) {  // how its data files were found, when not given
-    w.key("notes");
-    w.strings(artifact.notes);
-  }
   w.key("program");
   if (artifact.program) {
     w.begin_object();
     w.key("methods");
     w.begin_array();
     for (const auto& m : access::methods(artifact.program.root()))
-      write_method(w, m, options.graph, out);
+      write_method(w, m, context.options.graph, out);
     w.end_array();
     w.field("version", access::version(artifact.program.root()));
     w.end_object();
   } else {
     w.null();
   }
-  if (!artifact.pte_programs.empty()) {
-    w.key("programs");
-    w.dom(programs.json);
-  }
-  if (manifest) w.field("shard_format", shard_format_name(manifest->shard_format));
+}
+
+// "shards": the manifest's shards, each with its fill of the cap; empty without one.
+void write_shards(JsonWriter& w, const Manifest* manifest) {
   w.key("shards");
   w.begin_array();
   if (manifest) {
@@ -227,18 +185,121 @@ void render_json(const DumpContext& context, Sink& out) {
     }
   }
   w.end_array();
-  w.key("state");
-  w.strings(state);
+}
+
+void write_summary(JsonWriter& w, const DumpContext& context) {
   w.key("summary");
   w.begin_object();
-  w.field("alias_count", artifact.aliases.size());
-  w.field("dedup_saved_bytes", saved);
-  w.field("key_count", total_keys);
-  w.field("referenced_bytes", referenced_bytes);
-  w.field("stored_bytes", stored_bytes);
-  w.field("unreferenced_bytes", unreferenced_bytes);
-  w.field("unreferenced_keys", unreferenced_keys);
+  w.field("alias_count", context.artifact.aliases.size());
+  w.field("dedup_saved_bytes", context.saved);
+  w.field("key_count", context.total_keys);
+  w.field("referenced_bytes", context.referenced_bytes);
+  w.field("stored_bytes", context.stored_bytes);
+  w.field("unreferenced_bytes", context.unreferenced_bytes);
+  w.field("unreferenced_keys", context.unreferenced_keys);
   w.end_object();
+}
+
+void add_string(std::string& to, std::string_view text) {
+  if (is_utf8(text)) {
+    append_json_string(to, text);
+  } else {
+    to += ordered(text).dump();  // nlohmann's own error, as json_text gives it
+  }
+}
+
+// Row `i`'s entry as json_text would print it inside the document (fields in name
+// order, indented two levels), formatted directly: a million keys, not a million DOMs.
+void format_tensor_entry(std::string& entry, const DumpContext& context, size_t i) {
+  const auto& options = context.options;
+  const auto& r = context.rows[i];
+  auto to = std::back_inserter(entry);
+  entry = i == 0 ? "\n    " : ",\n    ";
+  add_string(entry, *r.key);
+  entry += ": {";
+  if (!r.alias_of.empty()) {
+    entry += "\n      \"alias_of\": ";
+    add_string(entry, r.alias_of);
+    entry += ',';
+  }
+  fmt::format_to(to, "\n      \"dtype\": \"{}\",", dtype_name(r.data->dtype));
+  if (options.offsets) {
+    entry += "\n      \"file\": ";
+    add_string(entry, file_of(r));
+    entry += ',';
+  }
+  fmt::format_to(to, "\n      \"mutable\": {},\n      \"nbytes\": {},", r.is_mutable,
+                 r.data->bytes.size);
+  if (options.offsets) fmt::format_to(to, "\n      \"offset\": {},", r.data->bytes.offset);
+  auto digest = context.sha256_of(i);
+  fmt::format_to(to, "\n      \"referenced\": {},\n      \"sha256\": ", r.referenced);
+  entry += digest.empty() ? "null" : "\"" + digest + "\"";
+  entry += ",\n      \"shape\": ";
+  if (r.data->shape.empty()) {
+    entry += "[]";
+  } else {
+    fmt::format_to(to, "[\n        {}\n      ]", fmt::join(r.data->shape, ",\n        "));
+  }
+  if (!r.shard.empty()) {
+    entry += ",\n      \"shard\": ";
+    add_string(entry, r.shard);
+  }
+  entry += "\n    }";
+}
+
+// "tensors", last after "version", each entry formatted in place; closes the document.
+void write_tensors(const DumpContext& context, Sink& out) {
+  const auto& rows = context.rows;
+  out.add(rows.empty() ? ",\n  \"tensors\": {}" : ",\n  \"tensors\": {");
+  std::string entry;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    format_tensor_entry(entry, context, i);
+    out.add(entry);
+  }
+  out.add(rows.empty() ? "\n}\n" : "\n  }\n}\n");
+}
+
+}  // namespace
+
+void render_json(const DumpContext& context, Sink& out) {
+  const auto& artifact = context.artifact;
+  const auto& options = context.options;
+  // The document's fields in json_text's order (bytewise by name), streamed:
+  // the program's methods and the tensors can run to millions of entries.
+  // The small parts are DOMs laid out in place.
+  JsonWriter w;
+  w.begin_object();
+  w.field("artifact", artifact.name);
+  if (options.summary) {
+    w.key("breakdown");
+    w.dom(breakdown_json(context.rows, context.keys, options.top, context));
+  }
+  const auto* manifest = artifact.manifest ? &*artifact.manifest : nullptr;
+  if (manifest) w.field("cap_mode", cap_mode_name(manifest->cap_mode));
+  w.field("format", kDumpFormat);
+  w.field("kind", artifact_kind_name(artifact.kind));
+  if (manifest) {
+    w.key("max_shard_bytes");
+    if (manifest->max_shard_bytes) {
+      w.value(*manifest->max_shard_bytes);
+    } else {
+      w.null();
+    }
+  }
+  if (!artifact.notes.empty()) {  // how its data files were found, when not given
+    w.key("notes");
+    w.strings(artifact.notes);
+  }
+  write_program(w, context, out);
+  if (!artifact.pte_programs.empty()) {
+    w.key("programs");
+    w.dom(context.programs.json);
+  }
+  if (manifest) w.field("shard_format", shard_format_name(manifest->shard_format));
+  write_shards(w, manifest);
+  w.key("state");
+  w.strings(context.state);
+  write_summary(w, context);
   w.field("version", kDumpVersion);
   if (options.no_tensors) {
     w.end_object();
@@ -246,58 +307,9 @@ void render_json(const DumpContext& context, Sink& out) {
     out.flush();
     return;
   }
-  // "tensors" comes last, after "version", each entry formatted in place.
   out.add(w.take());
-  out.add(rows.empty() ? ",\n  \"tensors\": {}" : ",\n  \"tensors\": {");
-  // Each entry as json_text would print it inside the document (fields in name order,
-  // indented two levels), formatted directly: a million keys, not a million DOMs.
-  auto add_string = [](std::string& to, std::string_view text) {
-    if (is_utf8(text)) {
-      append_json_string(to, text);
-    } else {
-      to += ordered(text).dump();  // nlohmann's own error, as json_text gives it
-    }
-  };
-  std::string entry;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const auto& r = rows[i];
-    auto to = std::back_inserter(entry);
-    entry = i == 0 ? "\n    " : ",\n    ";
-    add_string(entry, *r.key);
-    entry += ": {";
-    if (!r.alias_of.empty()) {
-      entry += "\n      \"alias_of\": ";
-      add_string(entry, r.alias_of);
-      entry += ',';
-    }
-    fmt::format_to(to, "\n      \"dtype\": \"{}\",", dtype_name(r.data->dtype));
-    if (options.offsets) {
-      entry += "\n      \"file\": ";
-      add_string(entry, file_of(r));
-      entry += ',';
-    }
-    fmt::format_to(to, "\n      \"mutable\": {},\n      \"nbytes\": {},", r.is_mutable,
-                   r.data->bytes.size);
-    if (options.offsets) fmt::format_to(to, "\n      \"offset\": {},", r.data->bytes.offset);
-    auto digest = sha256_of(i);
-    fmt::format_to(to, "\n      \"referenced\": {},\n      \"sha256\": ", r.referenced);
-    entry += digest.empty() ? "null" : "\"" + digest + "\"";
-    entry += ",\n      \"shape\": ";
-    if (r.data->shape.empty()) {
-      entry += "[]";
-    } else {
-      fmt::format_to(to, "[\n        {}\n      ]", fmt::join(r.data->shape, ",\n        "));
-    }
-    if (!r.shard.empty()) {
-      entry += ",\n      \"shard\": ";
-      add_string(entry, r.shard);
-    }
-    entry += "\n    }";
-    out.add(entry);
-  }
-  out.add(rows.empty() ? "\n}\n" : "\n  }\n}\n");
+  write_tensors(context, out);
   out.flush();
-  return;
 }
 
 }  // namespace ptepack::detail
