@@ -82,154 +82,171 @@ void render_table(Sink& out, size_t count, const std::function<CellWidths(size_t
   for (size_t i = 0; i < count; ++i) render(cells_of(i));
 }
 
+void add_line(Sink& out, const std::string& text) { out.add(text_line(text)); }
+
+// Each shard's number in the manifest's order, from 1.
+using ShardNumbers = std::map<std::string, size_t, std::less<>>;
+
+// "methods": each method of the program with its inputs, outputs, bindings and buffers.
+void methods_text(const DumpContext& context, Sink& out) {
+  const auto methods = access::methods(context.artifact.program.root());
+  add_line(out, fmt::format("\nmethods: {}", methods.size()));
+  for (const auto& m : methods) {
+    const nb::Graph& g = access::graph(m);
+    auto counts = count_nodes(g);
+    add_line(out, fmt::format("  {}  ({} nodes, {} subgraphs, {} constants, {} mutable buffers)",
+                              access::name(m), counts.nodes, counts.subgraphs,
+                              access::constants(m).size(), access::mutable_buffers(m).size()));
+    const MetaIndex metas(g);
+    for (const std::string_view name : access::inputs(g)) {
+      const auto* meta = metas.find(name);
+      add_line(out, fmt::format("    input   {} {}", name, meta ? describe_meta(*meta) : ""));
+    }
+    std::map<std::string_view, const nb::OutputSpec*> specs;  // the last one of a name
+    for (const auto& s : access::output_specs(m)) specs[access::name(s)] = &s;
+    for (const std::string_view name : access::outputs(g)) {
+      const auto* meta = metas.find(name);
+      std::string kind;
+      if (auto it = specs.find(name); it != specs.end()) {
+        const auto& s = *it->second;
+        kind = access::target(s).empty()
+                   ? std::string(nb::EnumNameOutputKind(s.kind()))
+                   : fmt::format("{} -> {}", nb::EnumNameOutputKind(s.kind()), access::target(s));
+      }
+      add_line(out,
+               fmt::format("    output  {} {} {}", name, meta ? describe_meta(*meta) : "", kind));
+    }
+    for (const auto& c : access::constants(m)) {
+      add_line(out, fmt::format("    binds   {} <- {}{}", access::name(c), access::data_key(c),
+                                c.mutated() ? " (mutated)" : ""));
+    }
+    for (const auto& b : access::mutable_buffers(m))
+      add_line(out, fmt::format("    buffer  {} <- {}", access::name(b), access::fqn(b)));
+    if (context.options.graph) out.add(graph_text(g, 6));
+  }
+}
+
+size_t digits(uint64_t value) {
+  size_t n = 1;
+  while (value >= 10) {
+    value /= 10;
+    ++n;
+  }
+  return n;
+}
+
+// Row `i`'s cells of the tensor table.
+Cells row_cells(const DumpContext& context, const ShardNumbers& shard_number, size_t i) {
+  const auto& r = context.rows[i];
+  std::vector<std::string> flags;
+  if (!r.shard.empty())
+    flags.push_back(fmt::format("shard {}", shard_number.find(r.shard)->second));
+  if (r.is_mutable) flags.emplace_back("state");
+  if (!r.alias_of.empty()) flags.emplace_back("alias");
+  if (!r.referenced) flags.emplace_back("unreferenced");
+  auto digest = context.sha256_of(i);
+  return Cells{escaped(*r.key),
+               std::string(dtype_name(r.data->dtype)),
+               shape_text(r.data->shape),
+               std::to_string(r.data->bytes.size),
+               digest.empty() ? "-" : digest.substr(0, 12),
+               context.options.offsets
+                   ? fmt::format("{}:{}", escaped(file_of(r)), r.data->bytes.offset)
+                   : std::string(),
+               fmt::format("{}", fmt::join(flags, ", "))};
+}
+
+// The columns of row_cells(i), without building them.
+CellWidths row_widths(const DumpContext& context, size_t i) {
+  const auto& r = context.rows[i];
+  const auto& key = *r.key;
+  bool plain = std::all_of(key.begin(), key.end(), [](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return u >= 0x20 && u != 0x7f && c != '\\';
+  });
+  size_t shape = r.data->shape.empty() ? 2 : 2 * r.data->shape.size();
+  for (auto dim : r.data->shape) shape += digits(static_cast<uint64_t>(dim));
+  bool digest = r.manifest_sha256 != nullptr || i < context.digests.size();
+  return CellWidths{plain ? columns_of(key) : columns_of(escaped(key)),
+                    dtype_name(r.data->dtype).size(),
+                    shape,
+                    digits(r.data->bytes.size),
+                    digest ? size_t{12} : size_t{1},
+                    context.options.offsets
+                        ? columns_of(escaped(file_of(r))) + 1 + digits(r.data->bytes.offset)
+                        : 0};
+}
+
+void tensors_text(const DumpContext& context, const ShardNumbers& shard_number, Sink& out) {
+  const auto& rows = context.rows;
+  const auto& options = context.options;
+  add_line(out, rows.size() == context.total_keys
+                    ? fmt::format("\ntensors: {}", rows.size())
+                    : fmt::format("\ntensors: {} of {}", rows.size(), context.total_keys));
+  render_table(
+      out, rows.size(), [&](size_t i) { return row_widths(context, i); },
+      [&](size_t i) { return row_cells(context, shard_number, i); }, options.width,
+      options.offsets);
+}
+
+// "shards": each shard of the manifest with its sizes and fill of the cap.
+void shards_text(const Manifest& m, ShardNumbers& shard_number, Sink& out) {
+  add_line(out, fmt::format(
+                    "\nshards: {} ({}, cap {})", m.shards.size(), shard_format_name(m.shard_format),
+                    m.max_shard_bytes
+                        ? fmt::format("{} {} mode", *m.max_shard_bytes, cap_mode_name(m.cap_mode))
+                        : std::string("none")));
+  for (const auto& s : m.shards) {
+    uint64_t measured = cap_measure(m.cap_mode, s.size, s.payload_bytes);
+    add_line(out, fmt::format(
+                      "  #{:<3} {:<36} {:>12} bytes  payload {:>12}  fill {:>6}  {} keys{}",
+                      shard_number[s.file], s.file, s.size, s.payload_bytes,
+                      m.max_shard_bytes ? percent(measured, *m.max_shard_bytes) : std::string("-"),
+                      s.keys.size(),
+                      s.stale.empty() ? std::string()
+                                      : fmt::format(" (+{} stale, kept from the base release)",
+                                                    s.stale.size())));
+  }
+}
+
 }  // namespace
 
 void render_text(const DumpContext& context, Sink& out) {
-  // Named references, not a structured binding: lambdas below capture them
-  // (clang before 16 cannot capture structured bindings).
   const auto& artifact = context.artifact;
   const auto& options = context.options;
-  const auto& keys = context.keys;
-  const auto& state = context.state;
-  const auto& rows = context.rows;
-  const auto& total_keys = context.total_keys;
-  const auto& digests = context.digests;
-  const auto& programs = context.programs;
-  const auto& referenced_bytes = context.referenced_bytes;
-  const auto& stored_bytes = context.stored_bytes;
-  const auto& unreferenced_bytes = context.unreferenced_bytes;
-  const auto& unreferenced_keys = context.unreferenced_keys;
-  const auto& saved = context.saved;
-  auto sha256_of = [&context](size_t i) { return context.sha256_of(i); };
-  auto line = [&out](const std::string& text) { out.add(text_line(text)); };
-  line(fmt::format("{} ({})", artifact.name, artifact_kind_name(artifact.kind)));
-  for (const auto& note : artifact.notes) line("  " + note);
-  out.add(programs.text);
-  if (artifact.program) {
-    const auto methods = access::methods(artifact.program.root());
-    line(fmt::format("\nmethods: {}", methods.size()));
-    for (const auto& m : methods) {
-      const nb::Graph& g = access::graph(m);
-      auto counts = count_nodes(g);
-      line(fmt::format("  {}  ({} nodes, {} subgraphs, {} constants, {} mutable buffers)",
-                       access::name(m), counts.nodes, counts.subgraphs, access::constants(m).size(),
-                       access::mutable_buffers(m).size()));
-      const MetaIndex metas(g);
-      for (const std::string_view name : access::inputs(g)) {
-        const auto* meta = metas.find(name);
-        line(fmt::format("    input   {} {}", name, meta ? describe_meta(*meta) : ""));
-      }
-      std::map<std::string_view, const nb::OutputSpec*> specs;  // the last one of a name
-      for (const auto& s : access::output_specs(m)) specs[access::name(s)] = &s;
-      for (const std::string_view name : access::outputs(g)) {
-        const auto* meta = metas.find(name);
-        std::string kind;
-        if (auto it = specs.find(name); it != specs.end()) {
-          const auto& s = *it->second;
-          kind = access::target(s).empty()
-                     ? std::string(nb::EnumNameOutputKind(s.kind()))
-                     : fmt::format("{} -> {}", nb::EnumNameOutputKind(s.kind()), access::target(s));
-        }
-        line(fmt::format("    output  {} {} {}", name, meta ? describe_meta(*meta) : "", kind));
-      }
-      for (const auto& c : access::constants(m)) {
-        line(fmt::format("    binds   {} <- {}{}", access::name(c), access::data_key(c),
-                         c.mutated() ? " (mutated)" : ""));
-      }
-      for (const auto& b : access::mutable_buffers(m))
-        line(fmt::format("    buffer  {} <- {}", access::name(b), access::fqn(b)));
-      if (options.graph) out.add(graph_text(g, 6));
-    }
-  }
-  std::map<std::string, size_t, std::less<>> shard_number;
+  add_line(out, fmt::format("{} ({})", artifact.name, artifact_kind_name(artifact.kind)));
+  for (const auto& note : artifact.notes) add_line(out, "  " + note);
+  out.add(context.programs.text);
+  if (artifact.program) methods_text(context, out);
+  ShardNumbers shard_number;
   if (artifact.manifest) {
     for (const auto& s : artifact.manifest->shards)
       shard_number.emplace(s.file, shard_number.size() + 1);
   }
-  if (options.summary) out.add(breakdown_text(rows, keys, options.top, context));
-  if (!options.no_tensors && !options.summary) {
-    line(rows.size() == total_keys ? fmt::format("\ntensors: {}", rows.size())
-                                   : fmt::format("\ntensors: {} of {}", rows.size(), total_keys));
-    auto cells_of = [&](size_t i) {
-      const auto& r = rows[i];
-      std::vector<std::string> flags;
-      if (!r.shard.empty())
-        flags.push_back(fmt::format("shard {}", shard_number.find(r.shard)->second));
-      if (r.is_mutable) flags.emplace_back("state");
-      if (!r.alias_of.empty()) flags.emplace_back("alias");
-      if (!r.referenced) flags.emplace_back("unreferenced");
-      auto digest = sha256_of(i);
-      return Cells{escaped(*r.key),
-                   std::string(dtype_name(r.data->dtype)),
-                   shape_text(r.data->shape),
-                   std::to_string(r.data->bytes.size),
-                   digest.empty() ? "-" : digest.substr(0, 12),
-                   options.offsets ? fmt::format("{}:{}", escaped(file_of(r)), r.data->bytes.offset)
-                                   : std::string(),
-                   fmt::format("{}", fmt::join(flags, ", "))};
-    };
-    auto digits = [](uint64_t value) {
-      size_t n = 1;
-      while (value >= 10) {
-        value /= 10;
-        ++n;
-      }
-      return n;
-    };
-    auto widths_of = [&](size_t i) {
-      const auto& r = rows[i];
-      const auto& key = *r.key;
-      bool plain = std::all_of(key.begin(), key.end(), [](char c) {
-        auto u = static_cast<unsigned char>(c);
-        return u >= 0x20 && u != 0x7f && c != '\\';
-      });
-      size_t shape = r.data->shape.empty() ? 2 : 2 * r.data->shape.size();
-      for (auto dim : r.data->shape) shape += digits(static_cast<uint64_t>(dim));
-      bool digest = r.manifest_sha256 != nullptr || i < digests.size();
-      return CellWidths{
-          plain ? columns_of(key) : columns_of(escaped(key)),
-          dtype_name(r.data->dtype).size(),
-          shape,
-          digits(r.data->bytes.size),
-          digest ? size_t{12} : size_t{1},
-          options.offsets ? columns_of(escaped(file_of(r))) + 1 + digits(r.data->bytes.offset) : 0};
-    };
-    render_table(out, rows.size(), widths_of, cells_of, options.width, options.offsets);
-  }
+  if (options.summary) out.add(breakdown_text(context.rows, context.keys, options.top, context));
+  if (!options.no_tensors && !options.summary) tensors_text(context, shard_number, out);
   if (!artifact.aliases.empty()) {
-    line(fmt::format("\naliases: {} (bytes stored under the owner)", artifact.aliases.size()));
+    add_line(out,
+             fmt::format("\naliases: {} (bytes stored under the owner)", artifact.aliases.size()));
     for (const auto& [alias, owner] : artifact.aliases)
-      line(fmt::format("  {} -> {}", alias, owner));
+      add_line(out, fmt::format("  {} -> {}", alias, owner));
   }
   if (artifact.program) {
-    line(fmt::format("\nstate keys: {}", state.size()));
-    for (const auto& k : state)
-      line(fmt::format("  {}{}", k,
-                       artifact.data.count(std::string(k)) ? "" : "  (no data: zero-initialised)"));
+    add_line(out, fmt::format("\nstate keys: {}", context.state.size()));
+    for (const auto& k : context.state)
+      add_line(
+          out,
+          fmt::format("  {}{}", k,
+                      artifact.data.count(std::string(k)) ? "" : "  (no data: zero-initialised)"));
   }
-  if (artifact.manifest) {
-    const auto& m = *artifact.manifest;
-    line(fmt::format("\nshards: {} ({}, cap {})", m.shards.size(), shard_format_name(m.shard_format),
-                     m.max_shard_bytes ? fmt::format("{} {} mode", *m.max_shard_bytes,
-                                                     cap_mode_name(m.cap_mode))
-                                       : std::string("none")));
-    for (const auto& s : m.shards) {
-      uint64_t measured = cap_measure(m.cap_mode, s.size, s.payload_bytes);
-      line(fmt::format("  #{:<3} {:<36} {:>12} bytes  payload {:>12}  fill {:>6}  {} keys{}",
-                       shard_number[s.file], s.file, s.size, s.payload_bytes,
-                       m.max_shard_bytes ? percent(measured, *m.max_shard_bytes) : std::string("-"),
-                       s.keys.size(),
-                       s.stale.empty() ? std::string()
-                                       : fmt::format(" (+{} stale, kept from the base release)",
-                                                     s.stale.size())));
-    }
-  }
-  line(fmt::format("\nbytes: {} referenced, {} stored, {} saved by dedup ({} aliases)",
-                   human_bytes(referenced_bytes), human_bytes(stored_bytes), human_bytes(saved),
-                   artifact.aliases.size()));
-  if (unreferenced_keys > 0) {
-    line(fmt::format("unreferenced: {} keys, {} (pack drops them)", unreferenced_keys,
-                     human_bytes(unreferenced_bytes)));
+  if (artifact.manifest) shards_text(*artifact.manifest, shard_number, out);
+  add_line(out,
+           fmt::format("\nbytes: {} referenced, {} stored, {} saved by dedup ({} aliases)",
+                       human_bytes(context.referenced_bytes), human_bytes(context.stored_bytes),
+                       human_bytes(context.saved), artifact.aliases.size()));
+  if (context.unreferenced_keys > 0) {
+    add_line(out, fmt::format("unreferenced: {} keys, {} (pack drops them)",
+                              context.unreferenced_keys, human_bytes(context.unreferenced_bytes)));
   }
   out.flush();
 }
