@@ -13,108 +13,129 @@
 
 namespace ptepack {
 
-std::string render_pack_text(const PackSummary& s, bool verbose, size_t width) {
-  // A few lines whatever the model's size: long lists (renames, state keys, shards) are
-  // counted, and listed only when short or with -v.
-  constexpr size_t kListed = 8;
+namespace {
+
+// A few lines whatever the model's size: long lists (renames, state keys, shards) are
+// counted, and listed only when short or with -v.
+constexpr size_t kListed = 8;
+
+// The text being written, each line wrapped to `width`.
+struct PackText {
   std::string out;
-  auto line = [&out, width](const std::string& text) {
+  size_t width;
+  bool verbose;
+
+  void line(const std::string& text) {
     auto escaped_line = text_line(text);
     const size_t blank = std::min(escaped_line.find_first_not_of('\n'), escaped_line.size() - 1);
     out.append(escaped_line, 0, blank);
     escaped_line.pop_back();
     out += detail::wrap_line(std::string_view(escaped_line).substr(blank), width);
-  };
-  auto more = [&](size_t total) {
+  }
+  // The count of a list's entries left out.
+  void more(size_t total) {
     if (!verbose && total > kListed)
       line(fmt::format("  ... {} more (-v lists all)", total - kListed));
-  };
+  }
+};
+
+// What was written, its methods and, for programs, what each loads.
+void methods_text(PackText& t, const PackSummary& s) {
   const bool program_file = s.output_kind == OutputKind::program;
-  line(fmt::format(
+  t.line(fmt::format(
       "{} {} ({})", s.dry_run ? "plan for" : "packed", s.output,
       s.output_kind == OutputKind::package ? "ptn package"
-      : program_file ? "pte program, every byte inside"
+      : program_file                       ? "pte program, every byte inside"
                      : fmt::format("directory, {} shards", shard_format_name(s.sharding.format))));
-  line(fmt::format("methods: {}", s.methods.size()));
+  t.line(fmt::format("methods: {}", s.methods.size()));
   for (const auto& m : s.methods) {
-    line(fmt::format("  {:<20} from {}{}", m.name, m.input,
-                     m.source == m.name ? "" : fmt::format(" ({})", m.source)));
+    t.line(fmt::format("  {:<20} from {}{}", m.name, m.input,
+                       m.source == m.name ? "" : fmt::format(" ({})", m.source)));
   }
-  if (!s.programs.empty()) line(fmt::format("programs: {}", s.programs.size()));
+  if (!s.programs.empty()) t.line(fmt::format("programs: {}", s.programs.size()));
   for (const auto& p : s.programs) {
     std::string needs = program_file       ? std::string("loads without data files")
                         : p.shards.empty() ? fmt::format("needs {} data file{}", p.shard_count,
                                                          p.shard_count == 1 ? "" : "s")
                                            : fmt::format("needs {}", fmt::join(p.shards, " "));
-    line(fmt::format("  {:<28} {:>12} bytes  {}", p.file, p.size, needs));
+    t.line(fmt::format("  {:<28} {:>12} bytes  {}", p.file, p.size, needs));
   }
-  line(fmt::format("renamed keys: {}{}", s.renamed_keys,
-                   !verbose && s.renamed_keys > 0 ? " (-v lists them)" : ""));
+}
+
+void shards_text(PackText& t, const PackSummary& s) {
+  const auto& cap = s.sharding.max_shard_bytes;
+  t.line(fmt::format("shards: {}, cap {}", s.shards.size(),
+                     cap ? fmt::format("{} ({} mode)", *cap, cap_mode_name(s.sharding.cap_mode))
+                         : std::string("none")));
+  for (size_t i = 0; i < s.shards.size() && (t.verbose || i < kListed); ++i) {
+    const auto& sh = s.shards[i];
+    uint64_t measured = s.sharding.cap_mode == CapMode::file ? sh.size : sh.payload_bytes;
+    t.line(fmt::format(
+        "  #{:<3} {:<40} {:>12} bytes  payload {:>12}  {} keys{}{}", i + 1,
+        sh.file.empty() ? std::string("(named from content when written)") : sh.file, sh.size,
+        sh.payload_bytes, sh.keys.size(), cap ? "  fill " + percent(measured, *cap) : std::string(),
+        !sh.reused           ? std::string()
+        : sh.stale_bytes > 0 ? fmt::format("  reused, {} stale", human_bytes(sh.stale_bytes))
+                             : std::string("  reused")));
+  }
+  t.more(s.shards.size());
+}
+
+// --base: what the release reuses of its base and what a client downloads.
+void base_text(PackText& t, const BaseSummary& b) {
+  t.line(fmt::format("base {}: {} shards reused, {} new, {} stale carried", b.path, b.shards_reused,
+                     b.shards_new, human_bytes(b.stale_bytes)));
+  if (b.download_bytes) {
+    t.line(fmt::format(
+        "  download from the base: {} of {} ({} changed{})", human_bytes(*b.download_bytes),
+        human_bytes(b.release_bytes), human_bytes(b.changed_bytes),
+        b.changed_bytes > 0 ? fmt::format(", {:.2f}x", static_cast<double>(*b.download_bytes) /
+                                                           static_cast<double>(b.changed_bytes))
+                            : std::string()));
+  }
+  if (b.stored_again_keys > 0) {
+    t.line(fmt::format("  {} keys stored again beside a copy a reused shard keeps ({})",
+                       b.stored_again_keys, human_bytes(b.stored_again_bytes)));
+  }
+}
+
+}  // namespace
+
+std::string render_pack_text(const PackSummary& s, bool verbose, size_t width) {
+  PackText t{{}, width, verbose};
+  methods_text(t, s);
+  t.line(fmt::format("renamed keys: {}{}", s.renamed_keys,
+                     !verbose && s.renamed_keys > 0 ? " (-v lists them)" : ""));
   if (verbose) {
-    for (const auto& r : s.renames) line(fmt::format("  {}: {} -> {}", r.method, r.from, r.to));
+    for (const auto& r : s.renames) t.line(fmt::format("  {}: {} -> {}", r.method, r.from, r.to));
   }
-  line(fmt::format("state keys: {}", s.state.size()));
+  t.line(fmt::format("state keys: {}", s.state.size()));
   size_t listed = 0;
   for (const auto& k : s.state) {
     if (!verbose && listed++ == kListed) break;
-    line(fmt::format("  {}", k));
+    t.line(fmt::format("  {}", k));
   }
-  more(s.state.size());
-  line(fmt::format("tensors: {} keys, {} stored, {} aliases", s.tensors, s.unique_tensors,
-                   s.aliases.size()));
-  line(fmt::format("bytes: {} referenced, {} stored, {} saved by dedup",
-                   human_bytes(s.logical_bytes), human_bytes(s.stored_bytes),
-                   human_bytes(s.logical_bytes - s.stored_bytes)));
+  t.more(s.state.size());
+  t.line(fmt::format("tensors: {} keys, {} stored, {} aliases", s.tensors, s.unique_tensors,
+                     s.aliases.size()));
+  t.line(fmt::format("bytes: {} referenced, {} stored, {} saved by dedup",
+                     human_bytes(s.logical_bytes), human_bytes(s.stored_bytes),
+                     human_bytes(s.logical_bytes - s.stored_bytes)));
   if (s.dropped_keys > 0) {
-    line(fmt::format("dropped: {} unreferenced keys, {}", s.dropped_keys,
-                     human_bytes(s.dropped_bytes)));
+    t.line(fmt::format("dropped: {} unreferenced keys, {}", s.dropped_keys,
+                       human_bytes(s.dropped_bytes)));
   }
-  if (s.output_kind == OutputKind::directory) {
-    const auto& cap = s.sharding.max_shard_bytes;
-    line(fmt::format("shards: {}, cap {}", s.shards.size(),
-                     cap ? fmt::format("{} ({} mode)", *cap, cap_mode_name(s.sharding.cap_mode))
-                         : std::string("none")));
-    for (size_t i = 0; i < s.shards.size() && (verbose || i < kListed); ++i) {
-      const auto& sh = s.shards[i];
-      uint64_t measured = s.sharding.cap_mode == CapMode::file ? sh.size : sh.payload_bytes;
-      line(fmt::format("  #{:<3} {:<40} {:>12} bytes  payload {:>12}  {} keys{}{}", i + 1,
-                       sh.file.empty() ? std::string("(named from content when written)") : sh.file,
-                       sh.size, sh.payload_bytes, sh.keys.size(),
-                       cap ? "  fill " + percent(measured, *cap) : std::string(),
-                       !sh.reused           ? std::string()
-                       : sh.stale_bytes > 0 ? fmt::format("  reused, {} stale",
-                                                          human_bytes(sh.stale_bytes))
-                                            : std::string("  reused")));
-    }
-    more(s.shards.size());
-  }
-  if (s.base) {
-    const auto& b = *s.base;
-    line(fmt::format("base {}: {} shards reused, {} new, {} stale carried", b.path,
-                     b.shards_reused, b.shards_new, human_bytes(b.stale_bytes)));
-    if (b.download_bytes) {
-      line(fmt::format("  download from the base: {} of {} ({} changed{})",
-                       human_bytes(*b.download_bytes), human_bytes(b.release_bytes),
-                       human_bytes(b.changed_bytes),
-                       b.changed_bytes > 0
-                           ? fmt::format(", {:.2f}x", static_cast<double>(*b.download_bytes) /
-                                                          static_cast<double>(b.changed_bytes))
-                           : std::string()));
-    }
-    if (b.stored_again_keys > 0) {
-      line(fmt::format("  {} keys stored again beside a copy a reused shard keeps ({})",
-                       b.stored_again_keys, human_bytes(b.stored_again_bytes)));
-    }
-  }
-  line(s.dry_run
-           ? fmt::format("would write: {} bytes{}", s.output_bytes,
-                         s.output_kind != OutputKind::directory ? "" : " and manifest.json")
-           : fmt::format("wrote: {} bytes in {:.2f} s ({} read at {}/s)", s.output_bytes,
-                         s.elapsed_seconds, human_bytes(s.logical_bytes),
-                         human_bytes(static_cast<uint64_t>(static_cast<double>(s.logical_bytes) /
-                                                           std::max(s.elapsed_seconds, 1e-3)))));
-  for (const auto& note : s.notes) line("note: " + note);
-  return out;
+  if (s.output_kind == OutputKind::directory) shards_text(t, s);
+  if (s.base) base_text(t, *s.base);
+  t.line(s.dry_run
+             ? fmt::format("would write: {} bytes{}", s.output_bytes,
+                           s.output_kind != OutputKind::directory ? "" : " and manifest.json")
+             : fmt::format("wrote: {} bytes in {:.2f} s ({} read at {}/s)", s.output_bytes,
+                           s.elapsed_seconds, human_bytes(s.logical_bytes),
+                           human_bytes(static_cast<uint64_t>(static_cast<double>(s.logical_bytes) /
+                                                             std::max(s.elapsed_seconds, 1e-3)))));
+  for (const auto& note : s.notes) t.line("note: " + note);
+  return std::move(t.out);
 }
 
 std::string render_pack_json(const PackSummary& s) {
