@@ -167,9 +167,8 @@ std::vector<std::string> joined_graph_values(int argc, char** argv) {
   return words;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The allocator tuned for many small tensors (docs/performance.md).
+void tune_allocator() {
 #if PTEPACK_MIMALLOC
   // Linked in by CMake (PTEPACK_MIMALLOC): malloc is mimalloc's for the whole
   // process, 40-45% off `dump` and `verify` of a 100,000-tensor directory
@@ -197,6 +196,28 @@ int main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   mallopt(M_TOP_PAD, 64 << 20);
 #endif
+}
+
+// `ptepack help [COMMAND]`: the usage of ptepack or of one command.
+int run_help(const CLI::App& app, const CLI::App* help, const std::string& help_topic) {
+  if (help_topic.empty()) {
+    std::cout << app.help();
+    return 0;
+  }
+  const auto* topic = find_subcommand(app, help_topic);
+  if (topic == nullptr || topic == help) {
+    auto guess = nearest(help_topic, subcommand_names(app));
+    return report(fmt::format("help: unknown command '{}'{}", help_topic, did_you_mean(guess)),
+                  static_cast<int>(ptepack::ErrorCode::usage));
+  }
+  std::cout << topic->help("ptepack");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tune_allocator();
   ptepack::install_interrupt_cleanup();
   CLI::App app{"ptepack: pack, inspect and verify multi-method model artifacts", "ptepack"};
   app.require_subcommand(0, 1);
@@ -229,21 +250,7 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);
     return report(explain(app, e, argc, argv), static_cast<int>(ptepack::ErrorCode::usage));
   }
-  if (app.got_subcommand("help")) {
-    if (help_topic.empty()) {
-      std::cout << app.help();
-      return 0;
-    }
-    const auto* topic = find_subcommand(app, help_topic);
-    if (topic == nullptr || topic == help) {
-      auto guess = nearest(help_topic, subcommand_names(app));
-      return report(fmt::format("help: unknown command '{}'{}", help_topic,
-                                did_you_mean(guess)),
-                    static_cast<int>(ptepack::ErrorCode::usage));
-    }
-    std::cout << topic->help("ptepack");
-    return 0;
-  }
+  if (app.got_subcommand("help")) return run_help(app, help, help_topic);
   if (app.get_subcommands().empty()) {
     return report("no command given\nrun 'ptepack --help' for usage",
                   static_cast<int>(ptepack::ErrorCode::usage));
