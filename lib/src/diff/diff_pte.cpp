@@ -40,26 +40,85 @@ std::string display_of(const Artifact& artifact, const ProgramFile& pf) {
                                                  : artifact.name;
 }
 
+// The data a program of the artifact is served: a program of a directory loads
+// the shards its manifest entry lists, no others (the artifact's programs are
+// the manifest's, in its order); else every data file given.
+class ProgramData {
+ public:
+  ProgramData(const Artifact& artifact, size_t index)
+      : artifact_(artifact),
+        entry_(artifact.manifest ? &artifact.manifest->programs.at(index) : nullptr) {
+    if (entry_ != nullptr) shards_.insert(entry_->shards.begin(), entry_->shards.end());
+  }
+
+  [[nodiscard]] const ManifestProgramEntry* entry() const { return entry_; }
+
+  // The tensor of `key` in the program's data files, or null.
+  [[nodiscard]] const TensorData* find(const std::string& key) const {
+    auto it = artifact_.data.find(key);
+    if (it == artifact_.data.end()) return nullptr;
+    if (entry_ != nullptr) {
+      auto t = artifact_.manifest->tensors.find(key);
+      if (t == artifact_.manifest->tensors.end() || !shards_.count(t->second.shard)) return nullptr;
+    }
+    return &it->second;
+  }
+
+ private:
+  const Artifact& artifact_;
+  const ManifestProgramEntry* entry_;
+  std::set<std::string_view> shards_;
+};
+
+// Named data: the program's own, then what its data files serve by name.
+void resolve_named(const Artifact& artifact, const ProgramData& data, const std::string& display,
+                   const std::set<std::string>& external_keys, Resolved& r) {
+  for (const auto& nd : r.program->named_data) {
+    r.named[nd.key] = Bytes{nd.bytes, std::nullopt};
+    r.named_in_program = true;
+  }
+  auto serve = [&](const std::string& key, const TensorData& d) {
+    r.named[key] = Bytes{d.bytes, d.expected_sha256};  // a data file wins over the program
+  };
+  if (const auto* entry = data.entry(); entry != nullptr) {
+    for (const auto& key : entry->named_data) {
+      const TensorData* d = data.find(key);
+      if (d == nullptr) {
+        fail_input("{}: named data {} is in none of its data files", display, quote(key));
+      }
+      serve(key, *d);
+    }
+  } else {
+    // Data files given by hand: every key no EXTERNAL tensor takes can be asked for by name.
+    for (const auto& [key, d] : artifact.data) {
+      if (!external_keys.count(key)) serve(key, d);
+    }
+  }
+}
+
+// Delegate blobs, inline in the flatbuffer or in a segment, numbered within their plan.
+void resolve_delegates(Resolved& r) {
+  const pte::Program& p = *r.program;
+  const auto* root = p.root();
+  std::map<uint32_t, uint32_t> next_in_plan;
+  for (const auto& d : p.delegates) {
+    ByteRange range{p.file, 0, d.size};
+    if (d.inline_data) {
+      const auto* data = root->backend_delegate_data()->Get(d.index)->data();
+      if (data != nullptr) range.offset = static_cast<uint64_t>(data->Data() - p.flatbuffer.data());
+    } else {
+      range.offset = p.segments[d.index].offset;
+    }
+    r.delegates.emplace(std::make_pair(d.plan, next_in_plan[d.plan]++), Bytes{range, std::nullopt});
+  }
+}
+
 // Program `index` of the artifact, as the runtime loads it.
 Resolved resolve(const Artifact& artifact, size_t index) {
   const ProgramFile& pf = artifact.pte_programs[index];
   const pte::Program& p = pf.program;
   const std::string display = display_of(artifact, pf);
-  // A program of a directory loads the shards its manifest entry lists, no
-  // others (the artifact's programs are the manifest's, in its order).
-  const ManifestProgramEntry* entry =
-      artifact.manifest ? &artifact.manifest->programs.at(index) : nullptr;
-  std::set<std::string_view> shards;
-  if (entry != nullptr) shards.insert(entry->shards.begin(), entry->shards.end());
-  auto lookup = [&](const std::string& key) -> const TensorData* {
-    auto it = artifact.data.find(key);
-    if (it == artifact.data.end()) return nullptr;
-    if (entry != nullptr) {
-      auto t = artifact.manifest->tensors.find(key);
-      if (t == artifact.manifest->tensors.end() || !shards.count(t->second.shard)) return nullptr;
-    }
-    return &it->second;
-  };
+  const ProgramData data(artifact, index);
   Resolved r;
   r.program = &p;
   r.file = pf.file;
@@ -75,7 +134,7 @@ Resolved resolve(const Artifact& artifact, size_t index) {
     }
     const auto where = fmt::format("{}: method {} value {}: EXTERNAL tensor {}", display,
                                    quote(p.plans[t.plan]), t.value, quote(t.fqn));
-    const TensorData* d = lookup(t.fqn);
+    const TensorData* d = data.find(t.fqn);
     if (d == nullptr) {
       fail_input("{} is in none of its data files (give them as PATH@DATA,...)", where);
     }
@@ -88,39 +147,8 @@ Resolved resolve(const Artifact& artifact, size_t index) {
     external_keys.insert(t.fqn);
     r.tensors.push_back(Bytes{d->bytes, d->expected_sha256});
   }
-  for (const auto& nd : p.named_data) {
-    r.named[nd.key] = Bytes{nd.bytes, std::nullopt};
-    r.named_in_program = true;
-  }
-  auto serve = [&](const std::string& key, const TensorData& d) {
-    r.named[key] = Bytes{d.bytes, d.expected_sha256};  // a data file wins over the program
-  };
-  if (entry != nullptr) {
-    for (const auto& key : entry->named_data) {
-      const TensorData* d = lookup(key);
-      if (d == nullptr) {
-        fail_input("{}: named data {} is in none of its data files", display, quote(key));
-      }
-      serve(key, *d);
-    }
-  } else {
-    // Data files given by hand: every key no EXTERNAL tensor takes can be asked for by name.
-    for (const auto& [key, d] : artifact.data) {
-      if (!external_keys.count(key)) serve(key, d);
-    }
-  }
-  const auto* root = p.root();
-  std::map<uint32_t, uint32_t> next_in_plan;
-  for (const auto& d : p.delegates) {
-    ByteRange range{p.file, 0, d.size};
-    if (d.inline_data) {
-      const auto* data = root->backend_delegate_data()->Get(d.index)->data();
-      if (data != nullptr) range.offset = static_cast<uint64_t>(data->Data() - p.flatbuffer.data());
-    } else {
-      range.offset = p.segments[d.index].offset;
-    }
-    r.delegates.emplace(std::make_pair(d.plan, next_in_plan[d.plan]++), Bytes{range, std::nullopt});
-  }
+  resolve_named(artifact, data, display, external_keys, r);
+  resolve_delegates(r);
   return r;
 }
 
