@@ -30,15 +30,15 @@ namespace {
 
 std::string as_text(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
 
-void verify_package(const fs::path& path, const VerifyOptions& options, VerifyReport& report) {
+using MembersByName = std::map<std::string, const zip::Member*>;
+
+// Each member: expected, aligned for mmap, and its CRC-32 right.
+MembersByName check_members(const InputFile& file, const std::vector<zip::Member>& members,
+                            VerifyReport& report) {
   auto& problems = report.problems;
-  auto file = InputFile::open(path);
-  auto name = file->name();
-  std::vector<zip::Member> members;
-  if (!attempt(problems, [&] { members = zip::read_directory(*file); })) return;
-  report.files_checked = 1;
-  std::map<std::string, const zip::Member*> by_name;
-  auto buffer = chunk_buffer(file->size());
+  const auto name = file.name();
+  MembersByName by_name;
+  auto buffer = chunk_buffer(file.size());
   for (const auto& m : members) {
     if (m.name != "program.ptg" && m.name != "program.safetensors" && m.name != "aliases.json") {
       problems.push_back(fmt::format("{}: unexpected member {}", name, quote(m.name)));
@@ -51,12 +51,97 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
           "{}:{}: data at offset {} is not 64-byte aligned (ptepack aligns entries for mmap)", name,
           m.name, m.data_offset));
     }
-    if (!zip::crc_matches(*file, m, buffer)) {
+    if (!zip::crc_matches(file, m, buffer)) {
       problems.push_back(
           fmt::format("{}:{}: CRC-32 does not match the stored bytes", name, m.name));
     }
     report.bytes_hashed += m.size;
   }
+  return by_name;
+}
+
+// aliases.json: read, then each alias checked against the stored keys and added
+// to `data` as its owner's tensor.
+std::map<std::string, std::string> check_aliases(const InputFile& file, const zip::Member& a,
+                                                 const ProgramKeys& keys, TensorTable& data,
+                                                 std::vector<std::string>& problems) {
+  std::map<std::string, std::string> aliases;
+  auto context = file.name() + ":aliases.json";
+  attempt(problems, [&] {
+    if (a.size > Limits::max_header_bytes) fail_input("{}: too large", context);
+    auto json = parse_json_strict(as_text(file.read_range(a.data_offset, a.size)), context);
+    if (!json.is_object() || json.empty())
+      fail_input("{}: expected a non-empty object of alias -> owner", context);
+    for (const auto& [alias, owner] : json.items()) {
+      if (!owner.is_string()) fail_input("{}: owner of {} is not a string", context, quote(alias));
+      aliases.emplace(alias, owner.get<std::string>());
+    }
+  });
+  for (const auto& [alias, owner] : aliases) {
+    auto o = data.find(owner);
+    if (data.count(alias))
+      problems.push_back(fmt::format("{}: alias {} is also stored", context, quote(alias)));
+    if (aliases.count(owner))
+      problems.push_back(fmt::format("{}: owner {} is itself an alias", context, quote(owner)));
+    if (keys.is_mutated(alias) || keys.is_mutated(owner)) {
+      problems.push_back(
+          fmt::format("{}: state key in alias {} -> {} (state keys are never deduplicated)",
+                      context, quote(alias), quote(owner)));
+    }
+    if (!(owner < alias)) {
+      problems.push_back(fmt::format("{}: owner {} is not the smallest key of its group (alias {})",
+                                     context, quote(owner), quote(alias)));
+    }
+    if (o == data.end()) {
+      problems.push_back(
+          fmt::format("{}: owner {} of {} is not stored", context, quote(owner), quote(alias)));
+      continue;
+    }
+    data.emplace(alias, o->second);
+  }
+  return aliases;
+}
+
+// Duplicates that were not deduplicated: pack stores identical immutable tensors once.
+void check_duplicates(const std::string& name, const TensorTable& data,
+                      const std::map<std::string, std::string>& aliases, const ProgramKeys& keys,
+                      const VerifyOptions& options, VerifyReport& report) {
+  std::vector<std::string> stored;
+  std::vector<ByteRange> ranges;
+  for (const auto& [key, t] : data) {
+    if (aliases.count(key)) continue;
+    stored.push_back(key);
+    ranges.push_back(t.bytes);
+  }
+  if (options.progress != nullptr) {
+    uint64_t total = 0;
+    for (const auto& r : ranges) total += r.size;
+    options.progress->set_hash_total(total);
+  }
+  auto digests = hash_ranges(ranges, options.jobs, options.progress);
+  std::map<std::tuple<Digest, int, Shape>, std::string> seen;
+  for (size_t i = 0; i < stored.size(); ++i) {
+    const auto& t = data.at(stored[i]);
+    report.tensors_checked++;
+    if (keys.is_mutated(stored[i])) continue;
+    auto [it, fresh] =
+        seen.emplace(std::make_tuple(digests[i], static_cast<int>(t.dtype), t.shape), stored[i]);
+    if (!fresh) {
+      report.problems.push_back(
+          fmt::format("{}: keys {} and {} hold identical tensors but are both stored", name,
+                      quote(it->second), quote(stored[i])));
+    }
+  }
+}
+
+void verify_package(const fs::path& path, const VerifyOptions& options, VerifyReport& report) {
+  auto& problems = report.problems;
+  auto file = InputFile::open(path);
+  auto name = file->name();
+  std::vector<zip::Member> members;
+  if (!attempt(problems, [&] { members = zip::read_directory(*file); })) return;
+  report.files_checked = 1;
+  auto by_name = check_members(*file, members, report);
   if (!by_name.count("program.ptg")) {
     problems.push_back(fmt::format("{}: package has no program.ptg member", name));
     return;
@@ -81,71 +166,10 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
   const ProgramKeys keys(program.root());
   std::map<std::string, std::string> aliases;
   if (by_name.count("aliases.json")) {
-    const auto* a = by_name["aliases.json"];
-    auto context = name + ":aliases.json";
-    attempt(problems, [&] {
-      if (a->size > Limits::max_header_bytes) fail_input("{}: too large", context);
-      auto json = parse_json_strict(as_text(file->read_range(a->data_offset, a->size)), context);
-      if (!json.is_object() || json.empty())
-        fail_input("{}: expected a non-empty object of alias -> owner", context);
-      for (const auto& [alias, owner] : json.items()) {
-        if (!owner.is_string())
-          fail_input("{}: owner of {} is not a string", context, quote(alias));
-        aliases.emplace(alias, owner.get<std::string>());
-      }
-    });
-    for (const auto& [alias, owner] : aliases) {
-      auto o = data.find(owner);
-      if (data.count(alias))
-        problems.push_back(fmt::format("{}: alias {} is also stored", context, quote(alias)));
-      if (aliases.count(owner))
-        problems.push_back(fmt::format("{}: owner {} is itself an alias", context, quote(owner)));
-      if (keys.is_mutated(alias) || keys.is_mutated(owner)) {
-        problems.push_back(
-            fmt::format("{}: state key in alias {} -> {} (state keys are never deduplicated)",
-                        context, quote(alias), quote(owner)));
-      }
-      if (!(owner < alias)) {
-        problems.push_back(
-            fmt::format("{}: owner {} is not the smallest key of its group (alias {})", context,
-                        quote(owner), quote(alias)));
-      }
-      if (o == data.end()) {
-        problems.push_back(
-            fmt::format("{}: owner {} of {} is not stored", context, quote(owner), quote(alias)));
-        continue;
-      }
-      data.emplace(alias, o->second);
-    }
+    aliases = check_aliases(*file, *by_name["aliases.json"], keys, data, problems);
   }
   check_packed_program(program.root(), keys, TensorLookup(data), name, problems);
-  // Duplicates that were not deduplicated: pack stores identical immutable tensors once.
-  std::vector<std::string> stored;
-  std::vector<ByteRange> ranges;
-  for (const auto& [key, t] : data) {
-    if (aliases.count(key)) continue;
-    stored.push_back(key);
-    ranges.push_back(t.bytes);
-  }
-  if (options.progress != nullptr) {
-    uint64_t total = 0;
-    for (const auto& r : ranges) total += r.size;
-    options.progress->set_hash_total(total);
-  }
-  auto digests = hash_ranges(ranges, options.jobs, options.progress);
-  std::map<std::tuple<Digest, int, Shape>, std::string> seen;
-  for (size_t i = 0; i < stored.size(); ++i) {
-    const auto& t = data.at(stored[i]);
-    report.tensors_checked++;
-    if (keys.is_mutated(stored[i])) continue;
-    auto [it, fresh] =
-        seen.emplace(std::make_tuple(digests[i], static_cast<int>(t.dtype), t.shape), stored[i]);
-    if (!fresh) {
-      problems.push_back(
-          fmt::format("{}: keys {} and {} hold identical tensors but are both stored", name,
-                      quote(it->second), quote(stored[i])));
-    }
-  }
+  check_duplicates(name, data, aliases, keys, options, report);
 }
 
 // A .pte and the data files it is loaded with (PATH@DATA, or the same-stem
@@ -194,6 +218,70 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
   for (const auto& r : own) report.bytes_hashed += r.size;
 }
 
+// The path and the data files given: present, and of a kind the artifact can take
+// (usage errors and missing files are the command's failure, not the artifact's problems).
+void check_inputs(const fs::path& path, const VerifyOptions& options) {
+  std::error_code missing;
+  if (!fs::exists(path, missing))
+    fail(ErrorCode::io, "{}: no such file or directory", path.string());
+  if (!fs::is_directory(path, missing) && !fs::is_regular_file(path, missing))
+    fail(ErrorCode::io, "{}: not a regular file", path.string());
+  for (const auto& source : options.data) {
+    if (!fs::is_regular_file(source, missing))
+      fail(ErrorCode::io, "{}: no such data file", source.string());
+  }
+  if (options.data.empty()) return;
+  auto head_of = [](const fs::path& p) {
+    auto f = InputFile::open(p);
+    return f->read_range(0, std::min<uint64_t>(f->size(), 8));
+  };
+  const bool directory = fs::is_directory(path, missing) || path.filename() == "manifest.json";
+  const auto head = directory ? std::vector<uint8_t>() : head_of(path);
+  if (directory || (head.size() >= 4 && head[0] == 'P' && head[1] == 'K')) {
+    fail(ErrorCode::usage,
+         "{}: @DATA gives a program its data files; this input carries its own data",
+         path.string());
+  }
+  if (pte::looks_like_pte(head) || path.extension() == ".pte") {
+    for (const auto& source : options.data) {
+      auto data = head_of(source);
+      if (data.size() < 8 || std::string(data.begin() + 4, data.end()) != "FT01")
+        fail(ErrorCode::usage, "{}: data for a .pte program must be .ptd files", source.string());
+    }
+  }
+}
+
+// The naming rules pack enforces on every program it reads, and each method's structure.
+void check_program_methods(const Artifact& artifact, std::vector<std::string>& problems) {
+  const auto methods = access::methods(artifact.program.root());
+  if (methods.empty()) problems.push_back(fmt::format("{}: program has no methods", artifact.name));
+  std::set<std::string_view> names;
+  for (const auto& method : methods) {
+    const std::string_view name = access::name(method);
+    if (auto problem = method_name_problem(name); !problem.empty())
+      problems.push_back(fmt::format("{}: {}", artifact.name, problem));
+    if (!names.insert(name).second) {
+      problems.push_back(fmt::format("{}: duplicate method {}", artifact.name, quote(name)));
+    }
+  }
+  for (const auto& method : methods) {
+    auto found = validate_method_structure(method, artifact.name);
+    problems.insert(problems.end(), found.begin(), found.end());
+  }
+}
+
+// Other artifacts: everything the reader checks, and the graph rules for programs.
+void verify_other(const fs::path& path, const VerifyOptions& options, VerifyReport& report) {
+  auto artifact = load_artifact(path, options.data);
+  report.kind = std::string(artifact_kind_name(artifact.kind));
+  report.files_checked = 1 + artifact.data_files.size();
+  report.tensors_checked = artifact.data.size();
+  if (artifact.kind == ArtifactKind::ptd) {
+    note_unreferenced_segments(ptd::read_file(InputFile::open(path)), report.notes);
+  }
+  if (artifact.program) check_program_methods(artifact, report.problems);
+}
+
 }  // namespace
 
 void verify_directory(const fs::path& path, const VerifyOptions& options, VerifyReport& report);
@@ -203,37 +291,7 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
   report.artifact = path.string();
   report.strict = options.strict;
   detail::check_release_options(options);
-  std::error_code missing;
-  if (!fs::exists(path, missing))
-    fail(ErrorCode::io, "{}: no such file or directory", path.string());
-  if (!fs::is_directory(path, missing) && !fs::is_regular_file(path, missing))
-    fail(ErrorCode::io, "{}: not a regular file", path.string());
-  // The data files given: present, and of a kind the artifact can take (usage errors
-  // and missing files are the command's failure, not the artifact's problems).
-  for (const auto& source : options.data) {
-    if (!fs::is_regular_file(source, missing))
-      fail(ErrorCode::io, "{}: no such data file", source.string());
-  }
-  if (!options.data.empty()) {
-    auto head_of = [](const fs::path& p) {
-      auto f = InputFile::open(p);
-      return f->read_range(0, std::min<uint64_t>(f->size(), 8));
-    };
-    const bool directory = fs::is_directory(path, missing) || path.filename() == "manifest.json";
-    const auto head = directory ? std::vector<uint8_t>() : head_of(path);
-    if (directory || (head.size() >= 4 && head[0] == 'P' && head[1] == 'K')) {
-      fail(ErrorCode::usage,
-           "{}: @DATA gives a program its data files; this input carries its own data",
-           path.string());
-    }
-    if (pte::looks_like_pte(head) || path.extension() == ".pte") {
-      for (const auto& source : options.data) {
-        auto data = head_of(source);
-        if (data.size() < 8 || std::string(data.begin() + 4, data.end()) != "FT01")
-          fail(ErrorCode::usage, "{}: data for a .pte program must be .ptd files", source.string());
-      }
-    }
-  }
+  check_inputs(path, options);
   try {
     std::error_code ec;
     auto filename = path.filename().string();
@@ -258,34 +316,7 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
       verify_pte(file, options, report);
       return report;
     }
-    // Other artifacts: everything the reader checks, and the graph rules for programs.
-    auto artifact = load_artifact(path, options.data);
-    report.kind = std::string(artifact_kind_name(artifact.kind));
-    report.files_checked = 1 + artifact.data_files.size();
-    report.tensors_checked = artifact.data.size();
-    if (artifact.kind == ArtifactKind::ptd) {
-      note_unreferenced_segments(ptd::read_file(InputFile::open(path)), report.notes);
-    }
-    if (artifact.program) {
-      // The naming rules pack enforces on every program it reads.
-      const auto methods = access::methods(artifact.program.root());
-      if (methods.empty())
-        report.problems.push_back(fmt::format("{}: program has no methods", artifact.name));
-      std::set<std::string_view> names;
-      for (const auto& method : methods) {
-        const std::string_view name = access::name(method);
-        if (auto problem = method_name_problem(name); !problem.empty())
-          report.problems.push_back(fmt::format("{}: {}", artifact.name, problem));
-        if (!names.insert(name).second) {
-          report.problems.push_back(
-              fmt::format("{}: duplicate method {}", artifact.name, quote(name)));
-        }
-      }
-      for (const auto& method : methods) {
-        auto found = validate_method_structure(method, artifact.name);
-        report.problems.insert(report.problems.end(), found.begin(), found.end());
-      }
-    }
+    verify_other(path, options, report);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::usage) throw;  // the command's failure, not the artifact's
     report.problems.emplace_back(e.what());
