@@ -22,6 +22,130 @@
 
 namespace ptepack::detail {
 
+namespace {
+
+using ShardIndex = std::map<std::string, size_t>;
+
+// The cap holds for shard `s`, or --oversize own-shard lets it exceed it alone
+// (one stored tensor, its aliases).
+void check_shard_cap(const Manifest& m, const ManifestShard& s, const InputFile& file,
+                     uint64_t payload, std::vector<std::string>& out) {
+  uint64_t measured = cap_measure(m.cap_mode, file.size(), payload);
+  auto alone = [&] {
+    const Digest* stored = nullptr;  // the digest every key must share
+    for (const auto& key : s.keys) {
+      auto t = m.tensors.find(key);
+      if (t == m.tensors.end()) continue;
+      if (stored == nullptr) stored = &t->second.sha256;
+      if (*stored != t->second.sha256) return false;
+    }
+    return true;
+  };
+  if (measured > *m.max_shard_bytes && !(m.oversize_own_shard && alone())) {
+    out.push_back(fmt::format("{}: {} {} bytes exceed the cap {}", file.name(),
+                              m.cap_mode == CapMode::file ? "file of" : "payload of", measured,
+                              *m.max_shard_bytes));
+  }
+}
+
+// The file holds the keys this release reads and the stale ones, nothing else.
+void check_shard_keys(const ManifestShard& s, const ShardContents& c,
+                      std::vector<std::string>& out) {
+  std::vector<std::string_view> listed(s.keys.begin(), s.keys.end());
+  listed.insert(listed.end(), s.stale.begin(), s.stale.end());
+  std::sort(listed.begin(), listed.end());
+  bool same_keys =
+      c.tensors.size() == listed.size() &&
+      std::equal(c.tensors.begin(), c.tensors.end(), listed.begin(),
+                 [](const auto& entry, std::string_view key) { return entry.first == key; });
+  if (!same_keys) {
+    out.push_back(
+        fmt::format("{}: keys in the file differ from the manifest's list ({} in file, {} listed)",
+                    c.file->name(), c.tensors.size(), listed.size()));
+  }
+}
+
+// A .ptd shard's table: its tensors, the payload of its segments, and the
+// manifest's alignment checked (the first tensor off it reported).
+void read_ptd_shard(const Manifest& m, ShardContents& c, std::vector<std::string>& out,
+                    std::vector<std::string>& notes) {
+  auto f = ptd::read_file(c.file);
+  note_unreferenced_segments(f, notes);
+  for (const auto& seg : f.segments) c.payload += seg.size;
+  c.tensors = std::move(f.tensors);
+  for (const auto& [key, t] : c.tensors) {
+    if (m.alignment && t.bytes.size > 0 && t.bytes.offset % *m.alignment != 0) {
+      out.push_back(
+          fmt::format("{}: tensor {} at offset {} is not on the manifest's "
+                      "alignment {}",
+                      c.file->name(), quote(key), t.bytes.offset, *m.alignment));
+      break;
+    }
+  }
+}
+
+// The shards of `entry` that are listed and readable, as data files of its program.
+std::vector<DataFile> program_data_files(const ManifestProgramEntry& entry,
+                                         const ShardIndex& shard_index,
+                                         const std::vector<ShardContents>& contents,
+                                         const std::string& name,
+                                         std::vector<std::string>& problems) {
+  std::vector<DataFile> files;
+  for (const auto& shard : entry.shards) {
+    auto it = shard_index.find(shard);
+    if (it == shard_index.end()) {
+      problems.push_back(fmt::format("{}: data file {} is not a listed shard", name, shard));
+    } else if (contents[it->second].readable) {
+      files.push_back({shard, &contents[it->second].tensors});
+    }
+  }
+  return files;
+}
+
+// A program loads every file it lists: one that holds none of its keys (`own`)
+// is bytes it loads for nothing (pack never lists one).
+void check_unused_data_files(const ManifestProgramEntry& entry, const std::set<std::string>& own,
+                             const ShardIndex& shard_index,
+                             const std::vector<ShardContents>& contents, const std::string& name,
+                             std::vector<std::string>& problems) {
+  for (const auto& shard : entry.shards) {
+    auto it = shard_index.find(shard);
+    if (it == shard_index.end() || !contents[it->second].readable) continue;
+    const auto& keys = contents[it->second].tensors;
+    if (std::none_of(keys.begin(), keys.end(),
+                     [&](const auto& k) { return own.count(k.first) > 0; })) {
+      problems.push_back(
+          fmt::format("{}: lists data file {}, which holds none of its keys", name, shard));
+    }
+  }
+}
+
+// Two or more programs: each shard names the programs that list it, in manifest order.
+void check_shard_programs(const Manifest& m, const ShardIndex& shard_index,
+                          const std::string& mname, std::vector<std::string>& problems) {
+  std::vector<std::vector<std::string>> listing(m.shards.size());
+  for (const auto& entry : m.programs) {
+    for (const auto& shard : entry.shards) {
+      if (auto it = shard_index.find(shard); it != shard_index.end())
+        listing[it->second].push_back(entry.file);
+    }
+  }
+  // Manifests written before the field existed have none: nothing to check then.
+  const bool written = std::any_of(m.shards.begin(), m.shards.end(),
+                                   [](const ManifestShard& s) { return !s.programs.empty(); });
+  for (size_t i = 0; written && i < m.shards.size(); ++i) {
+    const auto& expected = m.programs.size() > 1 ? listing[i] : std::vector<std::string>{};
+    if (m.shards[i].programs != expected) {
+      problems.push_back(
+          fmt::format("{}: shard {}: programs [{}] differ from the programs that "
+                      "list it [{}]",
+                      mname, m.shards[i].file, fmt::join(m.shards[i].programs, ", "),
+                      fmt::join(expected, ", ")));
+    }
+  }
+}
+
+}  // namespace
 void DirectoryCheck::State::files_present() {
   std::set<std::string> expected{"manifest.json"};
   if (programs) {
@@ -91,18 +215,7 @@ void DirectoryCheck::State::read_shards() {
       auto& c = contents[i];
       c.file = file;
       if (ptd_format) {
-        auto f = ptd::read_file(file);
-        note_unreferenced_segments(f, notes[i]);
-        for (const auto& seg : f.segments) c.payload += seg.size;
-        c.tensors = std::move(f.tensors);
-        for (const auto& [key, t] : c.tensors) {
-          if (m.alignment && t.bytes.size > 0 && t.bytes.offset % *m.alignment != 0) {
-            out.push_back(fmt::format("{}: tensor {} at offset {} is not on the manifest's "
-                                      "alignment {}",
-                                      file->name(), quote(key), t.bytes.offset, *m.alignment));
-            break;
-          }
-        }
+        read_ptd_shard(m, c, out, notes[i]);
       } else {
         c.tensors = safetensors::read(file).tensors;
         for (const auto& [k, t] : c.tensors) c.payload += t.bytes.size;
@@ -112,38 +225,8 @@ void DirectoryCheck::State::read_shards() {
         out.push_back(fmt::format("{}: payload {} differs from the manifest's {}", file->name(),
                                   c.payload, s.payload_bytes));
       }
-      if (m.max_shard_bytes) {
-        uint64_t measured = cap_measure(m.cap_mode, file->size(), c.payload);
-        // --oversize own-shard: over the cap only alone (one stored tensor, its aliases).
-        auto alone = [&] {
-          const Digest* stored = nullptr;  // the digest every key must share
-          for (const auto& key : s.keys) {
-            auto t = m.tensors.find(key);
-            if (t == m.tensors.end()) continue;
-            if (stored == nullptr) stored = &t->second.sha256;
-            if (*stored != t->second.sha256) return false;
-          }
-          return true;
-        };
-        if (measured > *m.max_shard_bytes && !(m.oversize_own_shard && alone())) {
-          out.push_back(fmt::format("{}: {} {} bytes exceed the cap {}", file->name(),
-                                    m.cap_mode == CapMode::file ? "file of" : "payload of", measured,
-                                    *m.max_shard_bytes));
-        }
-      }
-      // The file holds the keys this release reads and the stale ones, nothing else.
-      std::vector<std::string_view> listed(s.keys.begin(), s.keys.end());
-      listed.insert(listed.end(), s.stale.begin(), s.stale.end());
-      std::sort(listed.begin(), listed.end());
-      bool same_keys =
-          c.tensors.size() == listed.size() &&
-          std::equal(c.tensors.begin(), c.tensors.end(), listed.begin(),
-                     [](const auto& entry, std::string_view key) { return entry.first == key; });
-      if (!same_keys) {
-        out.push_back(fmt::format(
-            "{}: keys in the file differ from the manifest's list ({} in file, {} listed)",
-            file->name(), c.tensors.size(), listed.size()));
-      }
+      if (m.max_shard_bytes) check_shard_cap(m, s, *file, c.payload, out);
+      check_shard_keys(s, c, out);
     });
   });
   for (auto& found : per_shard) problems.insert(problems.end(), found.begin(), found.end());
@@ -305,16 +388,7 @@ void DirectoryCheck::State::check_program_entries() {
                                        file->name(), fmt::join(pte_program.plans, ", "),
                                        fmt::join(entry.methods, ", ")));
       }
-      std::vector<DataFile> files;
-      for (const auto& shard : entry.shards) {
-        auto it = shard_index.find(shard);
-        if (it == shard_index.end()) {
-          problems.push_back(
-              fmt::format("{}: data file {} is not a listed shard", file->name(), shard));
-        } else if (contents[it->second].readable) {
-          files.push_back({shard, &contents[it->second].tensors});
-        }
-      }
+      auto files = program_data_files(entry, shard_index, contents, file->name(), problems);
       check_program_data(pte_program, file->name(), files, entry.named_data, true, problems);
       // Named data is read by delegates only: a program without one reads none of it
       // (a program swapped for another under the manifest's digest and size).
@@ -328,41 +402,11 @@ void DirectoryCheck::State::check_program_entries() {
         if (t.storage == pte::Storage::external) own.insert(t.fqn);
       }
       needed.insert(own.begin(), own.end());
-      // A program loads every file it lists: one that holds none of its keys is
-      // bytes it loads for nothing (pack never lists one).
-      for (const auto& shard : entry.shards) {
-        auto it = shard_index.find(shard);
-        if (it == shard_index.end() || !contents[it->second].readable) continue;
-        const auto& keys = contents[it->second].tensors;
-        if (std::none_of(keys.begin(), keys.end(),
-                         [&](const auto& k) { return own.count(k.first) > 0; })) {
-          problems.push_back(fmt::format("{}: lists data file {}, which holds none of its keys",
-                                         file->name(), shard));
-        }
-      }
+      check_unused_data_files(entry, own, shard_index, contents, file->name(), problems);
     });
     needed.insert(entry.named_data.begin(), entry.named_data.end());
   }
-  // Two or more programs: each shard names the programs that list it, in manifest order.
-  std::vector<std::vector<std::string>> listing(m.shards.size());
-  for (const auto& entry : m.programs) {
-    for (const auto& shard : entry.shards) {
-      if (auto it = shard_index.find(shard); it != shard_index.end())
-        listing[it->second].push_back(entry.file);
-    }
-  }
-  // Manifests written before the field existed have none: nothing to check then.
-  const bool written = std::any_of(m.shards.begin(), m.shards.end(),
-                                   [](const ManifestShard& s) { return !s.programs.empty(); });
-  for (size_t i = 0; written && i < m.shards.size(); ++i) {
-    const auto& expected = m.programs.size() > 1 ? listing[i] : std::vector<std::string>{};
-    if (m.shards[i].programs != expected) {
-      problems.push_back(fmt::format("{}: shard {}: programs [{}] differ from the programs that "
-                                     "list it [{}]",
-                                     mname, m.shards[i].file, fmt::join(m.shards[i].programs, ", "),
-                                     fmt::join(expected, ", ")));
-    }
-  }
+  check_shard_programs(m, shard_index, mname, problems);
   for (const auto& [key, t] : m.tensors) {
     if (!needed.count(key)) {
       problems.push_back(
