@@ -55,7 +55,7 @@ Action add_verify(CLI::App& app) {
     } else {
       print(render_verify_text(report));
       for (const auto& problem : report.problems)
-        std::cerr << "ptepack: error: " << escaped(problem) << '\n';
+        std::cerr << "ptepack: error: " << escaped(problem.text) << '\n';
       for (const auto& note : report.notes)
         std::cerr << (report.strict ? "ptepack: error: " : "ptepack: note: ") << escaped(note)
                   << '\n';

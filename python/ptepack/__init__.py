@@ -24,12 +24,12 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 from .errors import (CliNotFound, ConflictError, InternalError, Interrupted,
                      InvalidInputError, PtepackError, PtepackIOError, UsageError,
                      VerifyFailed, error_for)
-from .results import (BaseRelease, DiffResult, DumpResult, PackResult, Program, Shard, SignResult,
-                      VerifyResult)
+from .results import (BaseRelease, DiffResult, DumpResult, PackResult, Problem, Program, Shard,
+                      SignResult, VerifyResult)
 
 __all__ = [
     "pack", "dump", "verify", "diff", "sign", "version", "find_cli",
-    "PackResult", "VerifyResult", "SignResult", "DumpResult", "DiffResult", "Shard", "Program",
+    "PackResult", "VerifyResult", "Problem", "SignResult", "DumpResult", "DiffResult", "Shard", "Program",
     "BaseRelease", "PtepackError", "VerifyFailed", "UsageError", "InvalidInputError",
     "ConflictError", "PtepackIOError", "InternalError", "Interrupted", "CliNotFound",
 ]
@@ -158,7 +158,7 @@ def verify(path: PathLike, *, ptepack: Optional[PathLike] = None, jobs: Optional
     if check and not result.ok:
         problems = result.problems or result.notes
         raise VerifyFailed(problems[0] if problems else f"{result.artifact}: not whole",
-                           exit_code=code, lines=problems)
+                           exit_code=code, lines=problems, problems=result.problem_details)
     return result
 
 

@@ -1,7 +1,7 @@
 """One exception class per documented exit code of the ptepack CLI (README, "Exit codes")."""
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Type
+from typing import Any, Dict, List, Optional, Sequence, Type
 
 
 class PtepackError(Exception):
@@ -12,7 +12,7 @@ class PtepackError(Exception):
 
     def __init__(self, message: str, *, exit_code: Optional[int] = None,
                  argv: Sequence[str] = (), stderr: str = "",
-                 lines: Sequence[str] = ()) -> None:
+                 lines: Sequence[str] = (), problems: Sequence[Any] = ()) -> None:
         super().__init__(message)
         self.message = message
         if exit_code is not None:
@@ -20,11 +20,18 @@ class PtepackError(Exception):
         self.argv = list(argv)
         self.stderr = stderr
         self.lines = list(lines) or [message]
+        # verify(check=True): each problem with its stable identifier (results.Problem).
+        self.problems = list(problems)
+
+    @property
+    def problem_ids(self) -> List[str]:
+        """The identifiers of `problems` (docs/problems.md), in order."""
+        return [p.id for p in self.problems]
 
 
 class VerifyFailed(PtepackError):
     """Exit 1: pack was given a damaged packed directory (verify's problem lines), or
-    verify(check=True) found problems."""
+    verify(check=True) found problems (then `problems` and `problem_ids` name each one)."""
     exit_code = 1
 
 

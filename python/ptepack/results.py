@@ -74,6 +74,15 @@ class PackResult:
 
 
 @dataclass(frozen=True)
+class Problem:
+    """One problem `verify` found: its stable identifier (docs/problems.md; never renamed
+    or reused), the file it is in, and the line of text the CLI prints."""
+    id: str
+    file: str
+    text: str
+
+
+@dataclass(frozen=True)
 class VerifyResult:
     """`ptepack verify --json` (schema/verify.schema.json)."""
     artifact: str
@@ -87,12 +96,15 @@ class VerifyResult:
     raw: Dict[str, Any] = field(repr=False)
     signature: Optional[Dict[str, Any]] = None  # file, checked, valid, key_hint, key
     release: Optional[int] = None
+    problem_details: List[Problem] = field(default_factory=list)  # `problems`, with ids
 
     @classmethod
     def from_json(cls, doc: Dict[str, Any]) -> "VerifyResult":
+        details = [Problem(p["id"], p["file"], p["text"])
+                   for p in doc.get("problem_details", [])]
         return cls(doc["artifact"], doc["kind"], doc["ok"], doc["problems"], doc["notes"],
                    doc["files_checked"], doc["tensors_checked"], doc["bytes_hashed"], doc,
-                   doc.get("signature"), doc.get("release"))
+                   doc.get("signature"), doc.get("release"), details)
 
 
 @dataclass(frozen=True)

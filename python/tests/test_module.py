@@ -126,9 +126,17 @@ class ModuleTest(unittest.TestCase):
         report = ptepack.verify(self.out("d"), ptepack=self.cli)
         self.assertFalse(report.ok)
         self.assertTrue(any(shard in p for p in report.problems))
+        # Each problem carries its stable identifier and file: the changed shard is named
+        # by kind, not by matching the English text.
+        self.assertEqual([p.text for p in report.problem_details], report.problems)
+        changed = [p for p in report.problem_details if p.id == "file_changed"]
+        self.assertEqual([os.path.basename(p.file) for p in changed], [shard])
+        self.assertIn("tensor_bytes", {p.id for p in report.problem_details})
         with self.assertRaises(ptepack.VerifyFailed) as caught:
             ptepack.verify(self.out("d"), ptepack=self.cli, check=True)
         self.assertIn(shard, caught.exception.message)
+        self.assertIn("file_changed", caught.exception.problem_ids)
+        self.assertEqual(caught.exception.problems, report.problem_details)
         with self.assertRaises(ptepack.PtepackIOError):
             ptepack.verify(self.out("nothing.ptn"), ptepack=self.cli)
 

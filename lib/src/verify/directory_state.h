@@ -34,7 +34,7 @@ struct DirectoryCheck::State {
 
   const VerifyOptions& options;
   VerifyReport& report;
-  std::vector<std::string>& problems;
+  std::vector<Problem>& problems;
   DirectoryPaths paths;
   std::string mname;
   Manifest m;
@@ -51,7 +51,7 @@ struct DirectoryCheck::State {
   // The program checks run on a thread of their own while the bytes are hashed.
   std::vector<const TensorTable::value_type*> data;
   TensorTable alias_data;
-  std::vector<std::string> program_checks;
+  std::vector<Problem> program_checks;
   std::exception_ptr program_checks_error;
   std::thread program_checker;
 

@@ -41,7 +41,8 @@ MembersByName check_members(const InputFile& file, const std::vector<zip::Member
   auto buffer = chunk_buffer(file.size());
   for (const auto& m : members) {
     if (m.name != "program.ptg" && m.name != "program.safetensors" && m.name != "aliases.json") {
-      problems.push_back(fmt::format("{}: unexpected member {}", name, quote(m.name)));
+      problems.push_back({ProblemId::package_layout, name,
+                          fmt::format("{}: unexpected member {}", name, quote(m.name))});
     }
     by_name[m.name] = &m;
     if (m.data_offset % 64 != 0) {
@@ -52,8 +53,9 @@ MembersByName check_members(const InputFile& file, const std::vector<zip::Member
           m.name, m.data_offset));
     }
     if (!zip::crc_matches(file, m, buffer)) {
-      problems.push_back(
-          fmt::format("{}:{}: CRC-32 does not match the stored bytes", name, m.name));
+      problems.push_back({ProblemId::file_changed, name,
+                          fmt::format("{}:{}: CRC-32 does not match the stored bytes", name,
+                                      m.name)});
     }
     report.bytes_hashed += m.size;
   }
@@ -64,10 +66,13 @@ MembersByName check_members(const InputFile& file, const std::vector<zip::Member
 // to `data` as its owner's tensor.
 std::map<std::string, std::string> check_aliases(const InputFile& file, const zip::Member& a,
                                                  const ProgramKeys& keys, TensorTable& data,
-                                                 std::vector<std::string>& problems) {
+                                                 std::vector<Problem>& problems) {
   std::map<std::string, std::string> aliases;
   auto context = file.name() + ":aliases.json";
-  attempt(problems, [&] {
+  auto add = [&](std::string text) {
+    problems.push_back({ProblemId::package_layout, file.name(), std::move(text)});
+  };
+  attempt(problems, ProblemId::file_unreadable, file.name(), [&] {
     if (a.size > Limits::max_header_bytes) fail_input("{}: too large", context);
     auto json = parse_json_strict(as_text(file.read_range(a.data_offset, a.size)), context);
     if (!json.is_object() || json.empty())
@@ -79,22 +84,19 @@ std::map<std::string, std::string> check_aliases(const InputFile& file, const zi
   });
   for (const auto& [alias, owner] : aliases) {
     auto o = data.find(owner);
-    if (data.count(alias))
-      problems.push_back(fmt::format("{}: alias {} is also stored", context, quote(alias)));
+    if (data.count(alias)) add(fmt::format("{}: alias {} is also stored", context, quote(alias)));
     if (aliases.count(owner))
-      problems.push_back(fmt::format("{}: owner {} is itself an alias", context, quote(owner)));
+      add(fmt::format("{}: owner {} is itself an alias", context, quote(owner)));
     if (keys.is_mutated(alias) || keys.is_mutated(owner)) {
-      problems.push_back(
-          fmt::format("{}: state key in alias {} -> {} (state keys are never deduplicated)",
+      add(fmt::format("{}: state key in alias {} -> {} (state keys are never deduplicated)",
                       context, quote(alias), quote(owner)));
     }
     if (!(owner < alias)) {
-      problems.push_back(fmt::format("{}: owner {} is not the smallest key of its group (alias {})",
-                                     context, quote(owner), quote(alias)));
+      add(fmt::format("{}: owner {} is not the smallest key of its group (alias {})", context,
+                      quote(owner), quote(alias)));
     }
     if (o == data.end()) {
-      problems.push_back(
-          fmt::format("{}: owner {} of {} is not stored", context, quote(owner), quote(alias)));
+      add(fmt::format("{}: owner {} of {} is not stored", context, quote(owner), quote(alias)));
       continue;
     }
     data.emplace(alias, o->second);
@@ -128,8 +130,9 @@ void check_duplicates(const std::string& name, const TensorTable& data,
         seen.emplace(std::make_tuple(digests[i], static_cast<int>(t.dtype), t.shape), stored[i]);
     if (!fresh) {
       report.problems.push_back(
-          fmt::format("{}: keys {} and {} hold identical tensors but are both stored", name,
-                      quote(it->second), quote(stored[i])));
+          {ProblemId::package_layout, name,
+           fmt::format("{}: keys {} and {} hold identical tensors but are both stored", name,
+                       quote(it->second), quote(stored[i]))});
     }
   }
 }
@@ -139,16 +142,19 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
   auto file = InputFile::open(path);
   auto name = file->name();
   std::vector<zip::Member> members;
-  if (!attempt(problems, [&] { members = zip::read_directory(*file); })) return;
+  if (!attempt(problems, ProblemId::file_unreadable, name,
+               [&] { members = zip::read_directory(*file); }))
+    return;
   report.files_checked = 1;
   auto by_name = check_members(*file, members, report);
   if (!by_name.count("program.ptg")) {
-    problems.push_back(fmt::format("{}: package has no program.ptg member", name));
+    problems.push_back({ProblemId::package_layout, name,
+                        fmt::format("{}: package has no program.ptg member", name)});
     return;
   }
   ProgramBuffer program;
   const auto* pm = by_name["program.ptg"];
-  if (!attempt(problems, [&] {
+  if (!attempt(problems, ProblemId::file_unreadable, name, [&] {
         if (pm->size > Limits::max_program_bytes) fail_input("{}:program.ptg: too large", name);
         program =
             read_program_buffer(file->read_range(pm->data_offset, pm->size), name + ":program.ptg");
@@ -158,7 +164,7 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
   TensorTable data;
   if (by_name.count("program.safetensors")) {
     const auto* w = by_name["program.safetensors"];
-    attempt(problems, [&] {
+    attempt(problems, ProblemId::file_unreadable, name, [&] {
       data =
           safetensors::read(file, w->data_offset, w->size, name + ":program.safetensors").tensors;
     });
@@ -168,7 +174,9 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
   if (by_name.count("aliases.json")) {
     aliases = check_aliases(*file, *by_name["aliases.json"], keys, data, problems);
   }
-  check_packed_program(program.root(), keys, TensorLookup(data), name, problems);
+  std::vector<std::string> rules;
+  check_packed_program(program.root(), keys, TensorLookup(data), name, rules);
+  add_lines(problems, ProblemId::program_rules, name, std::move(rules));
   check_duplicates(name, data, aliases, keys, options, report);
 }
 
@@ -178,9 +186,13 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
 void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyReport& report) {
   auto& problems = report.problems;
   pte::Program program;
-  if (!attempt(problems, [&] { program = pte::read(file); })) return;
+  if (!attempt(problems, ProblemId::file_unreadable, file->name(),
+               [&] { program = pte::read(file); }))
+    return;
   report.files_checked = 1;
-  check_shared_state(program, file->name(), problems);
+  std::vector<std::string> rules;
+  check_shared_state(program, file->name(), rules);
+  add_lines(problems, ProblemId::program_rules, file->name(), std::move(rules));
   std::vector<fs::path> sources = options.data;
   const bool external =
       std::any_of(program.tensors.begin(), program.tensors.end(),
@@ -196,7 +208,7 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
   std::vector<DataFile> files;
   for (size_t i = 0; i < sources.size(); ++i) {
     const auto name = sources[i].string();
-    if (!attempt(problems, [&] {
+    if (!attempt(problems, ProblemId::file_unreadable, name, [&] {
           auto f = ptd::read_file(InputFile::open(sources[i]));
           note_unreferenced_segments(f, report.notes);
           tables[i] = std::move(f.tensors);
@@ -208,7 +220,9 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
     files.push_back({name, &tables[i]});
   }
   if (external || !files.empty()) {
-    check_program_data(program, file->name(), files, named_keys, false, problems);
+    std::vector<std::string> data_rules;
+    check_program_data(program, file->name(), files, named_keys, false, data_rules);
+    add_lines(problems, ProblemId::program_rules, file->name(), std::move(data_rules));
   }
   // Its own constants and named data are read whole too (their bounds were checked).
   std::vector<ByteRange> own;
@@ -252,22 +266,24 @@ void check_inputs(const fs::path& path, const VerifyOptions& options) {
 }
 
 // The naming rules pack enforces on every program it reads, and each method's structure.
-void check_program_methods(const Artifact& artifact, std::vector<std::string>& problems) {
+void check_program_methods(const Artifact& artifact, std::vector<Problem>& problems) {
   const auto methods = access::methods(artifact.program.root());
-  if (methods.empty()) problems.push_back(fmt::format("{}: program has no methods", artifact.name));
+  std::vector<std::string> rules;
+  if (methods.empty()) rules.push_back(fmt::format("{}: program has no methods", artifact.name));
   std::set<std::string_view> names;
   for (const auto& method : methods) {
     const std::string_view name = access::name(method);
     if (auto problem = method_name_problem(name); !problem.empty())
-      problems.push_back(fmt::format("{}: {}", artifact.name, problem));
+      rules.push_back(fmt::format("{}: {}", artifact.name, problem));
     if (!names.insert(name).second) {
-      problems.push_back(fmt::format("{}: duplicate method {}", artifact.name, quote(name)));
+      rules.push_back(fmt::format("{}: duplicate method {}", artifact.name, quote(name)));
     }
   }
   for (const auto& method : methods) {
     auto found = validate_method_structure(method, artifact.name);
-    problems.insert(problems.end(), found.begin(), found.end());
+    rules.insert(rules.end(), found.begin(), found.end());
   }
+  add_lines(problems, ProblemId::program_rules, artifact.name, std::move(rules));
 }
 
 // Other artifacts: everything the reader checks, and the graph rules for programs.
@@ -319,7 +335,7 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
     verify_other(path, options, report);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::usage) throw;  // the command's failure, not the artifact's
-    report.problems.emplace_back(e.what());
+    report.problems.push_back({problem_of(e, ProblemId::file_unreadable), path.string(), e.what()});
   }
   return report;
 }
@@ -333,13 +349,52 @@ std::string render_verify_text(const VerifyReport& r) {
   return out;
 }
 
+std::string_view problem_id_name(ProblemId id) {
+  switch (id) {
+    case ProblemId::file_unreadable:
+      return "file_unreadable";
+    case ProblemId::file_missing:
+      return "file_missing";
+    case ProblemId::file_stray:
+      return "file_stray";
+    case ProblemId::file_changed:
+      return "file_changed";
+    case ProblemId::shard_name:
+      return "shard_name";
+    case ProblemId::shard_contents:
+      return "shard_contents";
+    case ProblemId::tensor_bytes:
+      return "tensor_bytes";
+    case ProblemId::manifest_inconsistent:
+      return "manifest_inconsistent";
+    case ProblemId::package_layout:
+      return "package_layout";
+    case ProblemId::program_rules:
+      return "program_rules";
+    case ProblemId::signature_missing:
+      return "signature_missing";
+    case ProblemId::signature_invalid:
+      return "signature_invalid";
+    case ProblemId::release_rollback:
+      return "release_rollback";
+  }
+  return "unknown";
+}
+
 std::string render_verify_json(const VerifyReport& r) {
+  auto texts = nlohmann::json::array();
+  auto details = nlohmann::json::array();
+  for (const auto& p : r.problems) {
+    texts.push_back(p.text);
+    details.push_back({{"id", problem_id_name(p.id)}, {"file", p.file}, {"text", p.text}});
+  }
   nlohmann::json j{{"format", "ptepack.verify"},
                    {"version", 1},
                    {"artifact", r.artifact},
                    {"kind", r.kind},
                    {"ok", r.ok()},
-                   {"problems", r.problems},
+                   {"problems", texts},
+                   {"problem_details", details},
                    {"notes", r.notes},
                    {"files_checked", r.files_checked},
                    {"tensors_checked", r.tensors_checked},

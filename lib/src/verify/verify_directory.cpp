@@ -20,19 +20,24 @@ namespace {
 // The graph program against the manifest's state and mutable flags, then its
 // structure and data (check_packed_program).
 void check_graph_program(const nb::Program& program, const Manifest& m, const TensorLookup& data,
-                         const std::string& mname, std::vector<std::string>& problems) {
+                         const std::string& mname, std::vector<Problem>& problems) {
   const ProgramKeys keys(program);
   const auto state = keys.mutated();
   if (!std::equal(state.begin(), state.end(), m.state.begin(), m.state.end()))
     problems.push_back(
-        fmt::format("{}: state list differs from the program's mutable keys", mname));
+        {ProblemId::manifest_inconsistent, mname,
+         fmt::format("{}: state list differs from the program's mutable keys", mname)});
   for (const auto& [key, t] : m.tensors) {
     if (t.is_mutable != keys.is_mutated(key)) {
       problems.push_back(
-          fmt::format("{}: tensor {}: mutable flag disagrees with the program", mname, quote(key)));
+          {ProblemId::manifest_inconsistent, mname,
+           fmt::format("{}: tensor {}: mutable flag disagrees with the program", mname,
+                       quote(key))});
     }
   }
-  check_packed_program(program, keys, data, m.program.file, problems);
+  std::vector<std::string> rules;
+  check_packed_program(program, keys, data, m.program.file, rules);
+  add_lines(problems, ProblemId::program_rules, m.program.file, std::move(rules));
 }
 
 }  // namespace
@@ -80,12 +85,14 @@ void DirectoryCheck::State::hash_and_compare(Progress* progress) {
     const auto hex = to_hex(digests[next++]);
     if (hex != s.sha256) {
       problems.push_back(
-          fmt::format("{}: SHA-256 differs from the manifest (file changed)", c.file->name()));
+          {ProblemId::file_changed, c.file->name(),
+           fmt::format("{}: SHA-256 differs from the manifest (file changed)", c.file->name())});
     }
     const auto suffix = shard_file_name("", hex, m.shard_format);
     if (!s.file.ends_with(suffix)) {
-      problems.push_back(fmt::format("{}: name does not end in {} (content-addressed name)",
-                                     c.file->name(), suffix));
+      problems.push_back({ProblemId::shard_name, c.file->name(),
+                          fmt::format("{}: name does not end in {} (content-addressed name)",
+                                      c.file->name(), suffix)});
     }
   }
   for (size_t p = 0; p < program_files.size(); ++p) {
@@ -93,15 +100,18 @@ void DirectoryCheck::State::hash_and_compare(Progress* progress) {
     if (!f) continue;
     report.bytes_hashed += f->size();
     if (to_hex(digests[next++]) != m.programs[p].sha256) {
-      problems.push_back(fmt::format("{}: SHA-256 differs from the manifest", f->name()));
+      problems.push_back({ProblemId::file_changed, f->name(),
+                          fmt::format("{}: SHA-256 differs from the manifest", f->name())});
     }
   }
   for (size_t i = 0; i < hashed.size(); ++i) {
     report.bytes_hashed += ranges[i].size;
     ++report.tensors_checked;
     if (digests[next++] != hashed[i]->second.sha256) {
-      problems.push_back(fmt::format("{}: tensor {}: bytes do not match the manifest's SHA-256",
-                                     mname, quote(hashed[i]->first)));
+      problems.push_back(
+          {ProblemId::tensor_bytes, (paths.dir / hashed[i]->second.shard).string(),
+           fmt::format("{}: tensor {}: bytes do not match the manifest's SHA-256", mname,
+                       quote(hashed[i]->first))});
     }
   }
 }
@@ -119,7 +129,7 @@ const Manifest* DirectoryCheck::manifest() const {
 bool DirectoryCheck::structure() {
   auto& s = *state_;
   s.mname = s.paths.manifest.string();
-  if (!attempt(s.problems, [&] {
+  if (!attempt(s.problems, ProblemId::file_unreadable, s.mname, [&] {
         s.m = read_manifest_file(*open_inside(s.paths.dir, "manifest.json", s.paths.dir.string()),
                                  s.mname);
       })) {
@@ -163,7 +173,7 @@ void DirectoryCheck::bytes(Progress* progress) {
 void raise_problems(const VerifyReport& report, ErrorCode code) {
   if (report.problems.empty()) return;
   std::string lines;
-  for (const auto& p : report.problems) lines += (lines.empty() ? "" : "\n") + p;
+  for (const auto& p : report.problems) lines += (lines.empty() ? "" : "\n") + p.text;
   throw Error(code, lines);
 }
 

@@ -63,12 +63,13 @@ void check_release_signature(const fs::path& path, const Manifest& manifest,
   const std::string context = bundle_path.string();
   auto done = [&] { report.signature = sig; };
   if (!present) {
-    report.problems.push_back(fmt::format("{}: no signature: the release is not signed", context));
+    report.problems.push_back({ProblemId::signature_missing, context,
+                               fmt::format("{}: no signature: the release is not signed", context)});
     return done();
   }
   std::string bundle;
   const auto before = report.problems.size();
-  if (!attempt(report.problems, [&] {
+  if (!attempt(report.problems, ProblemId::signature_invalid, context, [&] {
         auto file = InputFile::open(bundle_path);
         if (file->size() > kMaxBundleBytes) {
           fail(ErrorCode::verify_failed, "{}: {} bytes is too large for a signature", context,
@@ -83,7 +84,7 @@ void check_release_signature(const fs::path& path, const Manifest& manifest,
         auto text = manifest_file->read_range(0, manifest_file->size());
         auto actual = release_signed_files(manifest, sha256(std::span<const uint8_t>(text)));
         for (auto& line : compare_signed_files(signed_release, actual, context)) {
-          report.problems.push_back(std::move(line));
+          report.problems.push_back({ProblemId::signature_invalid, context, std::move(line)});
         }
       })) {
     return done();
@@ -91,16 +92,18 @@ void check_release_signature(const fs::path& path, const Manifest& manifest,
   sig.valid = report.problems.size() == before;
   const auto release = manifest.release;
   if (options.newer_than && (!release || *release <= *options.newer_than)) {
-    report.problems.push_back(fmt::format(
-        "{}: release {} is not newer than {} (a rollback to an older release?)",
-        paths.manifest.string(), release ? std::to_string(*release) : "(none)",
-        *options.newer_than));
+    report.problems.push_back(
+        {ProblemId::release_rollback, paths.manifest.string(),
+         fmt::format("{}: release {} is not newer than {} (a rollback to an older release?)",
+                     paths.manifest.string(), release ? std::to_string(*release) : "(none)",
+                     *options.newer_than)});
   }
   if (options.min_release && (!release || *release < *options.min_release)) {
-    report.problems.push_back(fmt::format("{}: release {} is below the minimum {}",
-                                          paths.manifest.string(),
-                                          release ? std::to_string(*release) : "(none)",
-                                          *options.min_release));
+    report.problems.push_back({ProblemId::release_rollback, paths.manifest.string(),
+                               fmt::format("{}: release {} is below the minimum {}",
+                                           paths.manifest.string(),
+                                           release ? std::to_string(*release) : "(none)",
+                                           *options.min_release)});
   }
   done();
 }

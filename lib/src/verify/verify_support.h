@@ -6,20 +6,34 @@
 
 #include "ptepack/base/error.h"
 #include "ptepack/containers/flat_tensor.h"
+#include "ptepack/verify/verify.h"
 
 namespace ptepack {
 
-// Runs fn; an Error it throws becomes a problem line instead, so a verifier
-// goes on to report everything else. Returns whether fn completed.
+// The kind of problem an Error thrown while reading `file` is: a file that
+// cannot be opened or read (ErrorCode::io) is missing; anything else is `id`.
+inline ProblemId problem_of(const Error& e, ProblemId id) {
+  return e.code() == ErrorCode::io ? ProblemId::file_missing : id;
+}
+
+// Runs fn; an Error it throws becomes a problem in `file` instead (its kind
+// from problem_of), so a verifier goes on to report everything else. Returns
+// whether fn completed.
 template <typename Fn>
-bool attempt(std::vector<std::string>& problems, Fn&& fn) {
+bool attempt(std::vector<Problem>& problems, ProblemId id, const std::string& file, Fn&& fn) {
   try {
     fn();
     return true;
   } catch (const Error& e) {
-    problems.emplace_back(e.what());
+    problems.push_back({problem_of(e, id), file, e.what()});
     return false;
   }
+}
+
+// Lines a lower layer's check returned (program rules), as problems of kind `id` in `file`.
+inline void add_lines(std::vector<Problem>& problems, ProblemId id, const std::string& file,
+                      std::vector<std::string> lines) {
+  for (auto& line : lines) problems.push_back({id, file, std::move(line)});
 }
 
 // Segments of a .ptd that no NamedData points at: valid FlatTensor, never written by ptepack.

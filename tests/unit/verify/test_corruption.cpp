@@ -154,7 +154,7 @@ bool verify_accepts(const fs::path& artifact, const std::string& where, Findings
   try {
     auto report = ptepack::verify_artifact(artifact, ptepack::VerifyOptions{1});
     for (const auto& problem : report.problems) {
-      check_message(problem, where + ": verify", findings);
+      check_message(problem.text, where + ": verify", findings);
     }
     return report.ok();
   } catch (const std::exception& e) {
@@ -333,7 +333,7 @@ Findings sweep_flips(const FlipCase& c, unsigned count, uint32_t seed, const fs:
       auto report = ptepack::verify_artifact(options.output, ptepack::VerifyOptions{1});
       if (!report.ok()) {
         findings.add(where +
-                     ": pack succeeded but its output fails verify: " + report.problems.front());
+                     ": pack succeeded but its output fails verify: " + report.problems.front().text);
       }
     }
     write_bytes(c.files[which], originals[which]);
@@ -450,7 +450,7 @@ TEST_CASE("manifest.json size: refused above its limit before it is read", "[cor
     }
     auto report = ptepack::verify_artifact(dir, ptepack::VerifyOptions{1});
     REQUIRE(report.problems.size() == 1);
-    CHECK_THAT(report.problems[0], Catch::Contains(expected));
+    CHECK_THAT(report.problems[0].text, Catch::Contains(expected));
   }
   SECTION("above the 256 MiB header limit, a manifest is still read") {
     // The JSON document followed by zeros: the parser, not the size check, refuses it.

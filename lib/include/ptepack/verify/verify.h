@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ptepack/hash/sha256.h"
@@ -38,10 +39,36 @@ struct SignatureReport {
   std::string key;       // the public key file that verified it
 };
 
+// What kind of problem verify found. Each kind has a stable identifier
+// (problem_id_name; the list and its meanings in docs/problems.md): never
+// renamed, never reused for another kind; new kinds are added at the end.
+enum class ProblemId {
+  file_unreadable,        // a file does not read as its format (truncated, bad header, ...)
+  file_missing,           // a file the artifact lists is absent or not a regular file
+  file_stray,             // a file in a packed directory that its manifest does not list
+  file_changed,           // a file's size, SHA-256 or CRC-32 differs from its record
+  shard_name,             // a shard's name breaks the naming rule (prefix, content address)
+  shard_contents,         // a shard's keys, layouts or alignment differ from the manifest's
+  tensor_bytes,           // a tensor's bytes do not match its recorded SHA-256
+  manifest_inconsistent,  // the manifest disagrees with itself or with its programs
+  package_layout,         // a .ptn package's members or aliases break the package rules
+  program_rules,          // a program breaks a structural rule, or its data disagrees with it
+  signature_missing,      // keys were given and the release carries no signature
+  signature_invalid,      // the signature does not verify, or signs other files
+  release_rollback,       // the release number is not newer than required
+};
+[[nodiscard]] std::string_view problem_id_name(ProblemId id);
+
+struct Problem {
+  ProblemId id;
+  std::string file;  // the file it is in (a tensor's: its shard)
+  std::string text;  // one line, naming the file (and the key)
+};
+
 struct VerifyReport {
   std::string artifact;
   std::string kind;
-  std::vector<std::string> problems;  // one line each; empty means the artifact is whole
+  std::vector<Problem> problems;  // in the order found; empty means the artifact is whole
   // What ptepack itself would have done differently in a well-formed artifact
   // (alignment of a foreign .ptn, an unreferenced .ptd segment).
   std::vector<std::string> notes;
