@@ -9,7 +9,7 @@
 
 #include "json/json_document.h"
 #include "fuzz_support.h"
-#include "ptepack/json/json_util.h"
+#include "json/json_util.h"
 
 namespace {
 

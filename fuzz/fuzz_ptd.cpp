@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "ptepack/containers/flat_tensor.h"
+#include "containers/flat_tensor.h"
 
 namespace {
 

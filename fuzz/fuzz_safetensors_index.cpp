@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "ptepack/containers/safetensors.h"
+#include "containers/safetensors.h"
 
 namespace {
 

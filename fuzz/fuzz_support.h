@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "ptepack/base/checked.h"
+#include "base/checked.h"
 #include "ptepack/base/error.h"
 #include "ptepack/tensors/tensor.h"
 

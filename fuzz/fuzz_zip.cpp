@@ -8,7 +8,7 @@
 
 #include "fuzz_support.h"
 #include "ptepack/artifact/artifact.h"
-#include "ptepack/containers/zip.h"
+#include "containers/zip.h"
 #include "ptepack/verify/verify.h"
 
 namespace {

@@ -7,8 +7,8 @@
 
 #include "fuzz_support.h"
 #include "ptepack/graph/program.h"
-#include "ptepack/graph/program_keys.h"
-#include "ptepack/graph/validate.h"
+#include "graph/program_keys.h"
+#include "graph/validate.h"
 
 namespace ptepack::fuzz {
 

@@ -34,8 +34,13 @@ def read_table(root):
     return allowed, schema
 
 
+UMBRELLA = "ptepack/ptepack.h"  # the public API in one header: at the top, with the CLI
+
+
 def layer_of(root, path):
     rel = os.path.relpath(path, root).replace(os.sep, "/")
+    if rel == "lib/include/" + UMBRELLA:
+        return "cli"
     for prefix in ("lib/src/", "lib/include/ptepack/"):
         if rel.startswith(prefix):
             return rel[len(prefix):].split("/", 1)[0]
@@ -51,6 +56,8 @@ def target_layer(root, path, include, schema, source_layer, internal_layers):
     if include.startswith("ptepack/schema/"):
         stem = os.path.basename(include)[: -len("_generated.h")]
         return schema.get(stem, "?schema:" + stem)
+    if include == UMBRELLA:
+        return "cli"
     if include.startswith("ptepack/"):
         return include.split("/")[1]
     first = include.split("/", 1)[0]

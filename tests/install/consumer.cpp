@@ -4,10 +4,7 @@
 #include <filesystem>
 #include <string>
 
-#include "ptepack/artifact/artifact.h"
-#include "ptepack/base/error.h"
-#include "ptepack/pack/pack.h"
-#include "ptepack/verify/verify.h"
+#include <ptepack/ptepack.h>  // the public API, through its one header only
 
 int main(int argc, char** argv) {
   if (argc != 3) {

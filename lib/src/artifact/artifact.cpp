@@ -9,14 +9,14 @@
 #include <fmt/ranges.h>
 
 #include "ptepack/base/error.h"
-#include "ptepack/base/parallel.h"
-#include "ptepack/containers/flat_tensor.h"
-#include "ptepack/containers/safetensors.h"
-#include "ptepack/containers/zip.h"
-#include "ptepack/hash/parallel_hash.h"
+#include "base/parallel.h"
+#include "containers/flat_tensor.h"
+#include "containers/safetensors.h"
+#include "containers/zip.h"
+#include "hash/parallel_hash.h"
 #include "ptepack/hash/sha256.h"
 #include "ptepack/io/progress.h"
-#include "ptepack/json/json_util.h"
+#include "json/json_util.h"
 
 namespace ptepack {
 namespace fs = std::filesystem;

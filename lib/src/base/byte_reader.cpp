@@ -1,5 +1,5 @@
 // Bounds-checked little-endian reads.
-#include "ptepack/base/byte_reader.h"
+#include "base/byte_reader.h"
 
 #include "ptepack/base/error.h"
 

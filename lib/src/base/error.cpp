@@ -1,7 +1,7 @@
 // Message helpers for ptepack::Error.
 #include "ptepack/base/error.h"
 
-#include "ptepack/base/format_util.h"
+#include "base/format_util.h"
 
 namespace ptepack {
 

@@ -1,5 +1,5 @@
 // Human-readable number formatting.
-#include "ptepack/base/format_util.h"
+#include "base/format_util.h"
 
 #include "ptepack/base/error.h"
 

@@ -1,5 +1,5 @@
 // parallel_for: an index range over worker threads, the lowest index's error rethrown.
-#include "ptepack/base/parallel.h"
+#include "base/parallel.h"
 
 #include <algorithm>
 #include <atomic>

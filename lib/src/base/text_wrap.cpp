@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "ptepack/base/format_util.h"
+#include "base/format_util.h"
 
 namespace ptepack::detail {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "json/json_document.h"
 #include "ptepack/base/error.h"
-#include "ptepack/json/json_util.h"
+#include "json/json_util.h"
 
 namespace ptepack {
 namespace {

@@ -4,7 +4,7 @@
 #include "ptepack/containers/manifest.h"
 
 #include "json/json_writer.h"
-#include "ptepack/json/json_util.h"
+#include "json/json_util.h"
 
 namespace ptepack {
 namespace {

@@ -6,11 +6,11 @@
 #include <string_view>
 
 #include "containers/ptd_format.h"
-#include "ptepack/base/byte_reader.h"
-#include "ptepack/base/checked.h"
+#include "base/byte_reader.h"
+#include "base/checked.h"
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
-#include "ptepack/containers/flat_tensor.h"
+#include "base/format_util.h"
+#include "containers/flat_tensor.h"
 #include "ptepack/schema/flat_tensor_generated.h"
 
 namespace ptepack::ptd {

@@ -6,8 +6,8 @@
 
 #include "containers/safetensors_keys.h"
 #include "ptepack/base/error.h"
-#include "ptepack/containers/safetensors.h"
-#include "ptepack/json/json_util.h"
+#include "containers/safetensors.h"
+#include "json/json_util.h"
 
 namespace ptepack::safetensors {
 

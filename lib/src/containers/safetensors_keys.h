@@ -5,9 +5,9 @@
 #include <string_view>
 
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
+#include "base/format_util.h"
 #include "ptepack/base/limits.h"
-#include "ptepack/json/json_util.h"
+#include "json/json_util.h"
 
 namespace ptepack::safetensors::detail {
 

@@ -7,12 +7,12 @@
 #include <tuple>
 
 #include "containers/safetensors_keys.h"
-#include "ptepack/base/byte_reader.h"
-#include "ptepack/base/checked.h"
+#include "base/byte_reader.h"
+#include "base/checked.h"
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
-#include "ptepack/containers/safetensors.h"
-#include "ptepack/json/json_util.h"
+#include "base/format_util.h"
+#include "containers/safetensors.h"
+#include "json/json_util.h"
 
 namespace ptepack::safetensors {
 

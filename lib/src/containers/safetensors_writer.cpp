@@ -6,11 +6,11 @@
 
 #include "containers/safetensors_keys.h"
 #include "json/json_writer.h"
-#include "ptepack/base/byte_reader.h"
-#include "ptepack/base/checked.h"
+#include "base/byte_reader.h"
+#include "base/checked.h"
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
-#include "ptepack/containers/safetensors.h"
+#include "base/format_util.h"
+#include "containers/safetensors.h"
 
 namespace ptepack::safetensors {
 

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "containers/crc32_clmul.h"
-#include "ptepack/containers/zip.h"
+#include "containers/zip.h"
 
 namespace ptepack::zip {
 

@@ -5,10 +5,10 @@
 #include <string_view>
 
 #include "containers/zip_records.h"
-#include "ptepack/base/byte_reader.h"
-#include "ptepack/base/checked.h"
+#include "base/byte_reader.h"
+#include "base/checked.h"
 #include "ptepack/base/error.h"
-#include "ptepack/containers/zip.h"
+#include "containers/zip.h"
 #include "ptepack/tensors/tensor.h"
 
 namespace ptepack::zip {

@@ -1,5 +1,5 @@
 // Which of a previous release's shards a new release keeps whole.
-#include "ptepack/core/base_reuse.h"
+#include "core/base_reuse.h"
 
 #include <algorithm>
 #include <map>
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "ptepack/base/checked.h"
+#include "base/checked.h"
 #include "ptepack/base/error.h"
 
 namespace ptepack {

@@ -1,13 +1,13 @@
 // Streaming writer: pieces copied in bounded chunks, digests computed on the way.
-#include "ptepack/core/file_content.h"
+#include "core/file_content.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "ptepack/base/error.h"
-#include "ptepack/containers/zip.h"
-#include "ptepack/hash/parallel_hash.h"
-#include "ptepack/io/pipelined_writer.h"
+#include "containers/zip.h"
+#include "hash/parallel_hash.h"
+#include "io/pipelined_writer.h"
 
 namespace ptepack {
 namespace {

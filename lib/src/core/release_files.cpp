@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 
-#include "ptepack/containers/safetensors.h"
+#include "containers/safetensors.h"
 #include "ptepack/hash/sha256.h"
 
 namespace ptepack {

@@ -1,10 +1,10 @@
 // Shard file layouts through the format writers' planners.
-#include "ptepack/core/shard_layout.h"
+#include "core/shard_layout.h"
 
 #include <algorithm>
 
-#include "ptepack/containers/flat_tensor.h"
-#include "ptepack/containers/safetensors.h"
+#include "containers/flat_tensor.h"
+#include "containers/safetensors.h"
 
 namespace ptepack {
 

@@ -8,11 +8,11 @@
 #include <map>
 
 #include "core/room_index.h"
-#include "ptepack/base/checked.h"
+#include "base/checked.h"
 #include "ptepack/base/error.h"
-#include "ptepack/containers/flat_tensor.h"
-#include "ptepack/containers/safetensors.h"
-#include "ptepack/core/shard_layout.h"
+#include "containers/flat_tensor.h"
+#include "containers/safetensors.h"
+#include "core/shard_layout.h"
 
 namespace ptepack {
 namespace {

@@ -1,5 +1,5 @@
 // Sharing sets of storage groups, and first-fit within each set.
-#include "ptepack/core/sharing_sets.h"
+#include "core/sharing_sets.h"
 
 #include <algorithm>
 #include <map>

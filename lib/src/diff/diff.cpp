@@ -11,8 +11,8 @@
 #include "diff/diff_pte.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
-#include "ptepack/graph/program_keys.h"
-#include "ptepack/hash/parallel_hash.h"
+#include "graph/program_keys.h"
+#include "hash/parallel_hash.h"
 #include "verify/directory_check.h"
 
 namespace ptepack {

@@ -12,7 +12,7 @@
 #include "diff/plan_compare.h"
 #include "pte/merge_internal.h"
 #include "ptepack/base/error.h"
-#include "ptepack/hash/parallel_hash.h"
+#include "hash/parallel_hash.h"
 #include "ptepack/schema/pte_program_generated.h"
 
 namespace ptepack::detail {

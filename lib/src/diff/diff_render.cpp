@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
+#include "base/format_util.h"
 #include "ptepack/diff/diff.h"
 
 namespace ptepack {

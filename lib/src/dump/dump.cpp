@@ -14,9 +14,9 @@
 #include "dump/graph_dot.h"
 #include "pte/merge_internal.h"
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
-#include "ptepack/base/ordered_cursor.h"
-#include "ptepack/hash/parallel_hash.h"
+#include "base/format_util.h"
+#include "base/ordered_cursor.h"
+#include "hash/parallel_hash.h"
 #include "ptepack/io/progress.h"
 
 namespace ptepack {

@@ -15,7 +15,7 @@
 #include "pte/dump_pte.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/dump/dump.h"
-#include "ptepack/graph/program_keys.h"
+#include "graph/program_keys.h"
 
 namespace ptepack::detail {
 

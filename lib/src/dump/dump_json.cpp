@@ -6,10 +6,10 @@
 #include "graph/graph_text.h"
 #include "json/json_writer.h"
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
-#include "ptepack/graph/program_access.h"
-#include "ptepack/graph/validate.h"
-#include "ptepack/json/json_util.h"
+#include "base/format_util.h"
+#include "graph/program_access.h"
+#include "graph/validate.h"
+#include "json/json_util.h"
 
 namespace ptepack::detail {
 namespace {

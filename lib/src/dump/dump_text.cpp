@@ -7,9 +7,9 @@
 #include "dump/dump_internal.h"
 #include "graph/graph_text.h"
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
-#include "ptepack/graph/program_access.h"
-#include "ptepack/graph/validate.h"
+#include "base/format_util.h"
+#include "graph/program_access.h"
+#include "graph/validate.h"
 
 namespace ptepack::detail {
 namespace {

@@ -9,8 +9,8 @@
 #include <map>
 
 #include "ptepack/base/error.h"
-#include "ptepack/graph/program_access.h"
-#include "ptepack/graph/validate.h"
+#include "graph/program_access.h"
+#include "graph/validate.h"
 #include "ptepack/schema/pte_program_generated.h"
 
 namespace ptepack {

@@ -2,7 +2,7 @@
 #include "graph/graph_text.h"
 
 #include "ptepack/base/error.h"
-#include "ptepack/graph/program_access.h"
+#include "graph/program_access.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

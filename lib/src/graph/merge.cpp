@@ -1,6 +1,6 @@
 // The transformation: program-wide mutability, state/ and <method>/ names, checks, data binding.
 #include "ptepack/graph/merge.h"
-#include "ptepack/base/parallel.h"
+#include "base/parallel.h"
 
 #include <fmt/format.h>
 
@@ -13,9 +13,9 @@
 
 #include "ptepack/base/error.h"
 #include "ptepack/base/memory_return.h"
-#include "ptepack/graph/program_walk.h"
-#include "ptepack/graph/validate.h"
-#include "ptepack/hash/parallel_hash.h"
+#include "graph/program_walk.h"
+#include "graph/validate.h"
+#include "hash/parallel_hash.h"
 #include "ptepack/io/progress.h"
 
 namespace ptepack {

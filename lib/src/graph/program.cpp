@@ -11,8 +11,8 @@
 #include "graph/builder_memory.h"
 #include "graph/program_json.h"
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
-#include "ptepack/graph/program_access.h"
+#include "base/format_util.h"
+#include "graph/program_access.h"
 #include "ptepack/io/input_file.h"
 #include "ptepack/tensors/tensor.h"
 

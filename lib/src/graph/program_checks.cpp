@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "ptepack/base/error.h"
-#include "ptepack/graph/validate.h"
+#include "graph/validate.h"
 
 namespace ptepack {
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "ptepack/graph/program.h"
-#include "ptepack/graph/program_keys.h"
+#include "graph/program_keys.h"
 #include "ptepack/tensors/tensor.h"
 
 namespace ptepack {

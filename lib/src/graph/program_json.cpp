@@ -29,7 +29,7 @@
 
 #include "graph/builder_memory.h"
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
+#include "base/format_util.h"
 #include "ptepack/graph/program.h"
 #include "ptepack/tensors/tensor.h"
 

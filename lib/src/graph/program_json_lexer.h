@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
+#include "base/format_util.h"
 
 namespace ptepack::detail {
 

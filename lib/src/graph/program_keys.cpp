@@ -1,5 +1,5 @@
 // Key reference analysis over every method of a program.
-#include "ptepack/graph/program_keys.h"
+#include "graph/program_keys.h"
 
 #include <algorithm>
 

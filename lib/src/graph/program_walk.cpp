@@ -1,5 +1,5 @@
 // Names of key roles for messages.
-#include "ptepack/graph/program_walk.h"
+#include "graph/program_walk.h"
 
 namespace ptepack {
 

@@ -1,5 +1,5 @@
 // Graph structure validation: every use resolves to an earlier definition in its scope.
-#include "ptepack/graph/validate.h"
+#include "graph/validate.h"
 
 #include <map>
 #include <string_view>

@@ -1,6 +1,6 @@
 // Parallel range hashing: distinct ranges, biggest first, one bounded buffer per task.
-#include "ptepack/hash/parallel_hash.h"
-#include "ptepack/base/parallel.h"
+#include "hash/parallel_hash.h"
+#include "base/parallel.h"
 
 #include "ptepack/base/error.h"
 

@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "ptepack/base/checked.h"
+#include "base/checked.h"
 #include "ptepack/base/error.h"
 
 namespace ptepack {

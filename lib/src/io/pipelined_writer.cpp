@@ -1,5 +1,5 @@
 // Background positioned writer with a bounded buffer ring and optional background flushes.
-#include "ptepack/io/pipelined_writer.h"
+#include "io/pipelined_writer.h"
 
 namespace ptepack {
 

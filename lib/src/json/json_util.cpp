@@ -1,5 +1,5 @@
 // Strict JSON for untrusted files: a SAX-built DOM that rejects duplicate keys and deep nesting.
-#include "ptepack/json/json_util.h"
+#include "json/json_util.h"
 
 #include <vector>
 

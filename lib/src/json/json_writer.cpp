@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
+#include "base/format_util.h"
 
 namespace ptepack {
 

@@ -6,10 +6,10 @@
 
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
-#include "ptepack/base/parallel.h"
-#include "ptepack/containers/flat_tensor.h"
-#include "ptepack/containers/safetensors.h"
-#include "ptepack/core/file_content.h"
+#include "base/parallel.h"
+#include "containers/flat_tensor.h"
+#include "containers/safetensors.h"
+#include "core/file_content.h"
 #include "ptepack/core/release_files.h"
 #include "ptepack/pte/pte.h"
 

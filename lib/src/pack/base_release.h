@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "ptepack/containers/manifest.h"
-#include "ptepack/core/base_reuse.h"
+#include "core/base_reuse.h"
 #include "ptepack/core/storage.h"
 #include "ptepack/io/output_file.h"
 #include "ptepack/io/progress.h"
 #include "ptepack/pack/pack.h"
-#include "ptepack/pte/externalize.h"
+#include "pte/externalize.h"
 
 namespace ptepack::detail {
 

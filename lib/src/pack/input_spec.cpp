@@ -3,7 +3,7 @@
 #include <map>
 #include <system_error>
 
-#include "ptepack/base/checked.h"
+#include "base/checked.h"
 #include "ptepack/base/error.h"
 #include "ptepack/pack/pack.h"
 

@@ -5,9 +5,9 @@
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
 #include "ptepack/base/memory_return.h"
-#include "ptepack/base/ordered_cursor.h"
-#include "ptepack/base/parallel.h"
-#include "ptepack/hash/parallel_hash.h"
+#include "base/ordered_cursor.h"
+#include "base/parallel.h"
+#include "hash/parallel_hash.h"
 #include "ptepack/pack/pack.h"
 
 namespace ptepack::detail {

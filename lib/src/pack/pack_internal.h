@@ -13,7 +13,7 @@
 #include "pack/base_release.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/containers/manifest.h"
-#include "ptepack/core/file_content.h"
+#include "core/file_content.h"
 #include "ptepack/core/storage.h"
 #include "ptepack/io/output_file.h"
 #include "ptepack/io/progress.h"

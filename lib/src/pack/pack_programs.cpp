@@ -9,9 +9,9 @@
 #include "pack/pack_internal.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
-#include "ptepack/core/sharing_sets.h"
-#include "ptepack/pte/externalize.h"
-#include "ptepack/pte/merge.h"
+#include "core/sharing_sets.h"
+#include "pte/externalize.h"
+#include "pte/merge.h"
 
 namespace ptepack::detail {
 namespace {

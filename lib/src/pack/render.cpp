@@ -4,11 +4,11 @@
 #include <nlohmann/json.hpp>
 
 #include "base/text_wrap.h"
-#include "ptepack/json/json_util.h"
+#include "json/json_util.h"
 
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
+#include "base/format_util.h"
 #include "ptepack/pack/pack.h"
 
 namespace ptepack {

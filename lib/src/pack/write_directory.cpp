@@ -7,11 +7,11 @@
 #include "pack/pack_internal.h"
 #include "ptepack/sign/sign.h"
 #include "ptepack/base/error.h"
-#include "ptepack/base/parallel.h"
+#include "base/parallel.h"
 #include "ptepack/containers/manifest.h"
-#include "ptepack/containers/safetensors.h"
-#include "ptepack/core/file_content.h"
-#include "ptepack/core/shard_layout.h"
+#include "containers/safetensors.h"
+#include "core/file_content.h"
+#include "core/shard_layout.h"
 
 namespace ptepack::detail {
 namespace {

@@ -6,9 +6,9 @@
 
 #include "json/json_writer.h"
 #include "pack/pack_internal.h"
-#include "ptepack/containers/safetensors.h"
-#include "ptepack/containers/zip.h"
-#include "ptepack/core/file_content.h"
+#include "containers/safetensors.h"
+#include "containers/zip.h"
+#include "core/file_content.h"
 
 namespace ptepack::detail {
 namespace {

@@ -9,8 +9,8 @@
 #include <tuple>
 
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
-#include "ptepack/hash/parallel_hash.h"
+#include "base/format_util.h"
+#include "hash/parallel_hash.h"
 #include "ptepack/schema/pte_program_generated.h"
 
 namespace ptepack {

@@ -1,5 +1,5 @@
 // .pte front end: keys for constants, named data and data-file keys; rewrite plans per program.
-#include "ptepack/pte/externalize.h"
+#include "pte/externalize.h"
 
 #include <fmt/ranges.h>
 

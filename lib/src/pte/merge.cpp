@@ -1,5 +1,5 @@
 // Merging .pte programs: data stored once, every index remapped, one program of pieces.
-#include "ptepack/pte/merge.h"
+#include "pte/merge.h"
 
 #include <fmt/ranges.h>
 
@@ -12,7 +12,7 @@
 #include "pte/merge_internal.h"
 #include "pte/pte_frame.h"
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
+#include "base/format_util.h"
 #include "ptepack/schema/pte_program_generated.h"
 
 namespace ptepack::pte {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "ptepack/hash/parallel_hash.h"
-#include "ptepack/pte/merge.h"
+#include "hash/parallel_hash.h"
+#include "pte/merge.h"
 #include "ptepack/pte/pte.h"
 
 namespace ptepack::pte::detail {

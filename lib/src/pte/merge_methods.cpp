@@ -8,7 +8,7 @@
 
 #include "pte/merge_internal.h"
 #include "ptepack/base/error.h"
-#include "ptepack/pte/merge.h"
+#include "pte/merge.h"
 #include "ptepack/schema/pte_program_generated.h"
 
 namespace ptepack::pte {

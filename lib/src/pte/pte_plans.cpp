@@ -2,9 +2,9 @@
 #include <fmt/ranges.h>
 
 #include "pte/pte_plans.h"
-#include "ptepack/base/checked.h"
+#include "base/checked.h"
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
+#include "base/format_util.h"
 #include "ptepack/schema/pte_program_generated.h"
 
 namespace ptepack::pte::detail {

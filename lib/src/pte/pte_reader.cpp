@@ -8,10 +8,10 @@
 
 #include "pte/pte_copy.h"
 #include "pte/pte_plans.h"
-#include "ptepack/base/byte_reader.h"
-#include "ptepack/base/checked.h"
+#include "base/byte_reader.h"
+#include "base/checked.h"
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
+#include "base/format_util.h"
 #include "ptepack/pte/pte.h"
 #include "ptepack/schema/pte_program_generated.h"
 

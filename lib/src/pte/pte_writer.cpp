@@ -5,8 +5,8 @@
 
 #include "pte/pte_copy.h"
 #include "pte/pte_frame.h"
-#include "ptepack/base/byte_reader.h"
-#include "ptepack/base/checked.h"
+#include "base/byte_reader.h"
+#include "base/checked.h"
 #include "ptepack/base/error.h"
 #include "ptepack/pte/pte.h"
 #include "ptepack/schema/pte_program_generated.h"

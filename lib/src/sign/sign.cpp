@@ -9,7 +9,7 @@
 #include "ptepack/base/error.h"
 #include "ptepack/core/release_files.h"
 #include "ptepack/io/output_file.h"
-#include "ptepack/json/json_util.h"
+#include "json/json_util.h"
 #include "ptepack/verify/verify.h"
 #include "verify/directory_check.h"
 

@@ -4,7 +4,7 @@
 #include <functional>
 #include <stdexcept>
 
-#include "ptepack/base/checked.h"
+#include "base/checked.h"
 
 namespace ptepack {
 

@@ -7,9 +7,9 @@
 
 #include "graph/program_checks.h"
 #include "ptepack/base/error.h"
-#include "ptepack/base/parallel.h"
+#include "base/parallel.h"
 #include "ptepack/core/shard_plan.h"
-#include "ptepack/hash/parallel_hash.h"
+#include "hash/parallel_hash.h"
 #include "ptepack/io/output_file.h"
 #include "verify/directory_state.h"
 #include "verify/verify_support.h"

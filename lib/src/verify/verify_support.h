@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "ptepack/base/error.h"
-#include "ptepack/containers/flat_tensor.h"
+#include "containers/flat_tensor.h"
 #include "ptepack/verify/verify.h"
 
 namespace ptepack {

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "ptepack/base/parallel.h"
+#include "base/parallel.h"
 
 using namespace ptepack;
 

@@ -3,7 +3,7 @@
 
 #include "base/text_wrap.h"
 #include "ptepack/base/error.h"
-#include "ptepack/base/format_util.h"
+#include "base/format_util.h"
 
 using namespace ptepack;
 

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "ptepack/base/byte_reader.h"
-#include "ptepack/base/checked.h"
+#include "base/byte_reader.h"
+#include "base/checked.h"
 #include "ptepack/base/error.h"
-#include "ptepack/containers/flat_tensor.h"
+#include "containers/flat_tensor.h"
 #include "ptepack/hash/sha256.h"
 #include "ptepack/schema/flat_tensor_generated.h"
 #include "graph/program_checks.h"

@@ -7,7 +7,7 @@
 
 #include "json/json_writer.h"
 #include "ptepack/base/error.h"
-#include "ptepack/json/json_util.h"
+#include "json/json_util.h"
 #include "ptepack/containers/manifest.h"
 
 namespace ptepack {

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "ptepack/base/byte_reader.h"
+#include "base/byte_reader.h"
 #include "ptepack/base/error.h"
-#include "ptepack/json/json_util.h"
-#include "ptepack/containers/safetensors.h"
+#include "json/json_util.h"
+#include "containers/safetensors.h"
 #include "ptepack/hash/sha256.h"
 #include "test_support.h"
 

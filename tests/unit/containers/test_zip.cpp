@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "ptepack/base/byte_reader.h"
+#include "base/byte_reader.h"
 #include "ptepack/base/error.h"
-#include "ptepack/containers/zip.h"
+#include "containers/zip.h"
 
 namespace fs = std::filesystem;
 using ptepack::Error;

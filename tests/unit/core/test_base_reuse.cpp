@@ -1,7 +1,7 @@
 // Shard reuse across releases: the rule, its stale bound and the groups left to place.
 #include <catch2/catch.hpp>
 
-#include "ptepack/core/base_reuse.h"
+#include "core/base_reuse.h"
 
 using namespace ptepack;
 

@@ -6,7 +6,7 @@
 
 #include "ptepack/base/error.h"
 #include "ptepack/pack/pack.h"
-#include "ptepack/core/shard_layout.h"
+#include "core/shard_layout.h"
 #include "ptepack/core/shard_plan.h"
 #include "test_support.h"
 

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "ptepack/core/shard_plan.h"
-#include "ptepack/core/sharing_sets.h"
+#include "core/sharing_sets.h"
 #include "ptepack/core/storage.h"
 
 using namespace ptepack;

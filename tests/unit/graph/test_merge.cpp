@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "ptepack/base/error.h"
-#include "ptepack/graph/program_walk.h"
+#include "graph/program_walk.h"
 #include "ptepack/graph/merge.h"
 #include "test_support.h"
 

@@ -4,7 +4,7 @@
 #include "ptepack/base/error.h"
 #include "ptepack/graph/program.h"
 #include "ptepack/io/input_file.h"
-#include "ptepack/graph/program_access.h"
+#include "graph/program_access.h"
 #include "test_support.h"
 
 using namespace ptepack;

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "ptepack/graph/merge.h"
-#include "ptepack/graph/program_keys.h"
+#include "graph/program_keys.h"
 #include "test_support.h"
 #include "graph/program_checks.h"
 #include "pte/data_checks.h"

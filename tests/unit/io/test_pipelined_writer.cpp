@@ -7,9 +7,9 @@
 #include <stop_token>
 
 #include "ptepack/base/error.h"
-#include "ptepack/hash/parallel_hash.h"
-#include "ptepack/io/pipelined_writer.h"
-#include "ptepack/core/file_content.h"
+#include "hash/parallel_hash.h"
+#include "io/pipelined_writer.h"
+#include "core/file_content.h"
 #include "test_support.h"
 
 using ptepack::Error;

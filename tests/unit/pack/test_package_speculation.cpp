@@ -14,7 +14,7 @@
 
 #include "pack/pack_internal.h"
 #include "ptepack/base/error.h"
-#include "ptepack/hash/parallel_hash.h"
+#include "hash/parallel_hash.h"
 #include "ptepack/pack/pack.h"
 #include "test_support.h"
 

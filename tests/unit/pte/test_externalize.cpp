@@ -8,9 +8,9 @@
 
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
-#include "ptepack/hash/parallel_hash.h"
+#include "hash/parallel_hash.h"
 #include "ptepack/io/input_file.h"
-#include "ptepack/pte/externalize.h"
+#include "pte/externalize.h"
 #include "test_fixtures.h"
 
 namespace fs = std::filesystem;

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "ptepack/base/byte_reader.h"
+#include "base/byte_reader.h"
 #include "ptepack/base/error.h"
 #include "ptepack/pte/pte.h"
 #include "ptepack/hash/sha256.h"

@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "ptepack/base/ordered_cursor.h"
+#include "base/ordered_cursor.h"
 #include "ptepack/tensors/tensor.h"
 
 using namespace ptepack;

@@ -19,7 +19,7 @@
 #include "ptepack/base/error.h"
 #include "ptepack/dump/dump.h"
 #include "ptepack/containers/manifest.h"
-#include "ptepack/containers/zip.h"
+#include "containers/zip.h"
 #include "ptepack/pack/pack.h"
 #include "ptepack/verify/verify.h"
 

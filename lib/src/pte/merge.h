@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ptepack/hash/parallel_hash.h"
+#include "hash/parallel_hash.h"
 #include "ptepack/pte/pte.h"
 #include "ptepack/tensors/tensor.h"
 

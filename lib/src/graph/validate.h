@@ -9,7 +9,7 @@
 
 #include "ptepack/core/naming.h"  // method_name_problem
 #include "ptepack/graph/program.h"
-#include "ptepack/graph/program_access.h"
+#include "graph/program_access.h"
 #include "ptepack/tensors/tensor.h"
 
 namespace ptepack {

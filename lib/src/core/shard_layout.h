@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "ptepack/containers/flat_tensor.h"
+#include "containers/flat_tensor.h"
 #include "ptepack/core/shard_plan.h"
 
 namespace ptepack {

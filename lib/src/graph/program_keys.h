@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ptepack/graph/program.h"
-#include "ptepack/graph/program_walk.h"
+#include "graph/program_walk.h"
 
 namespace ptepack {
 

@@ -9,7 +9,7 @@
 
 #include "ptepack/core/naming.h"
 #include "ptepack/core/storage.h"
-#include "ptepack/hash/parallel_hash.h"
+#include "hash/parallel_hash.h"
 #include "ptepack/pte/pte.h"
 
 namespace ptepack {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "ptepack/graph/program.h"
-#include "ptepack/graph/program_access.h"
+#include "graph/program_access.h"
 
 namespace ptepack {
 
