@@ -11,6 +11,7 @@ namespace {
 // What parsing fills: PackOptions directly, and the strings turned into it after.
 struct PackArgs {
   PackOptions options;
+  std::vector<std::string> inputs;
   std::string max_shard_bytes;
   std::string cap_mode = "file";
   std::string shard_format = "ptd";
@@ -27,7 +28,7 @@ struct PackArgs {
 };
 
 void add_input_options(CLI::App& cmd, PackArgs& args) {
-  cmd.add_option("inputs", args.options.inputs,
+  cmd.add_option("inputs", args.inputs,
                  "[METHOD=]PATH[@DATA[,DATA...]] (.json, .ptg, .ptn, .pte, directory)")
       ->required()
       ->default_str("");
@@ -93,6 +94,7 @@ void add_program_options(CLI::App& cmd, PackArgs& args) {
 // The parsed strings turned into args.options.
 void finish_options(PackArgs& args, const CLI::App& cmd, const std::string& progress) {
   auto& o = args.options;
+  for (const auto& input : args.inputs) o.inputs.push_back(parse_input_spec(input));
   auto cap = args.max_shard_bytes;
   std::transform(cap.begin(), cap.end(), cap.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });

@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   const std::filesystem::path out = std::filesystem::path(argv[2]) / "model.ptn";
   try {
     ptepack::PackOptions options;
-    options.inputs = {(examples / "prefill.json").string(), (examples / "decode.json").string()};
+    options.inputs = {ptepack::parse_input_spec((examples / "prefill.json").string()),
+                      ptepack::parse_input_spec((examples / "decode.json").string())};
     options.output = out;
     const auto summary = ptepack::pack(options);
     const auto report = ptepack::verify_artifact(out, {});

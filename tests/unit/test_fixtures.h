@@ -21,7 +21,7 @@ inline PackSummary pack_into(const std::vector<std::filesystem::path>& inputs,
                              const std::filesystem::path& output,
                              std::optional<uint64_t> cap = std::nullopt) {
   PackOptions options;
-  for (const auto& input : inputs) options.inputs.push_back(input.string());
+  for (const auto& input : inputs) options.inputs.push_back(parse_input_spec(input.string()));
   options.output = output;
   options.jobs = 1;
   options.sharding.max_shard_bytes = cap;

@@ -211,14 +211,14 @@ namespace {
 PackSummary pack_once(const PackOptions& options) {
   check_options(options);
   if (options.inputs.empty()) fail(ErrorCode::usage, "no inputs given");
-  if (detail::holds_programs(parse_input_spec(options.inputs.front()).path) ||
+  if (detail::holds_programs(options.inputs.front().path) ||
       output_kind(options.output) == OutputKind::program) {
     return detail::pack_programs(options);
   }
   if (options.merge || !options.methods.empty() || options.share_state) {
     fail(ErrorCode::usage, "{} applies to .pte programs; {} is a program graph input",
          options.merge ? "--merge" : options.share_state ? "--share-state" : "--method",
-         options.inputs.front());
+         options.inputs.front().text);
   }
   return detail::pack_graphs(options);
 }
@@ -230,7 +230,7 @@ std::optional<std::string> apply_recorded_options(PackOptions& options) {
   if (!options.given || options.inputs.size() != 1 ||
       output_kind(options.output) != OutputKind::directory)
     return std::nullopt;
-  const auto spec = parse_input_spec(options.inputs.front());
+  const auto& spec = options.inputs.front();
   std::error_code ec;
   auto path = spec.path;
   if (fs::is_directory(path, ec)) path /= "manifest.json";

@@ -18,16 +18,15 @@ namespace {
 // of a many-tensor pack is parsing its programs); parallel_for raises the error
 // of the first failing input in command-line order, as when they are loaded one
 // after another.
-std::vector<Artifact> load_graph_inputs(const PackOptions& options, std::vector<InputSpec>& specs,
+std::vector<Artifact> load_graph_inputs(const PackOptions& options,
                                         DirectoryInputs& directories) {
-  specs.resize(options.inputs.size());
   std::vector<Artifact> loaded(options.inputs.size());
   directories.reserve(options.inputs.size(), options.jobs);
   parallel_for(options.inputs.size(), effective_jobs(options.jobs), [&](size_t i) {
-    specs[i] = parse_input_spec(options.inputs[i]);
-    directories.check_structure(i, specs[i].path);
+    const auto& spec = options.inputs[i];
+    directories.check_structure(i, spec.path);
     // merge renames in the object tree
-    loaded[i] = load_artifact(specs[i].path, specs[i].data, true, ProgramForm::tree);
+    loaded[i] = load_artifact(spec.path, spec.data, true, ProgramForm::tree);
     const auto& artifact = loaded[i];
     if (!artifact.pte_programs.empty()) {
       fail(ErrorCode::usage, "{}: .pte programs cannot be packed together with program graphs",
@@ -194,9 +193,8 @@ class GraphWriter {
 }  // namespace
 
 PackSummary pack_graphs(const PackOptions& options) {
-  std::vector<InputSpec> specs;
   DirectoryInputs directories;
-  auto loaded = load_graph_inputs(options, specs, directories);
+  auto loaded = load_graph_inputs(options, directories);
   std::vector<MergeInput> merge_inputs;
   std::vector<fs::path> input_paths;
   uint64_t program_file_bytes = 0;  // about the merged program's size
@@ -205,7 +203,7 @@ PackSummary pack_graphs(const PackOptions& options) {
     add_read_paths(artifact, input_paths);
     program_file_bytes += artifact.program_file_bytes;
     merge_inputs.push_back(MergeInput{artifact.name, std::move(artifact.program_tree),
-                                      std::move(artifact.data), specs[i].method});
+                                      std::move(artifact.data), options.inputs[i].method});
   }
   PreparedPack prepared;
   // --base is opened and its manifest checked once, before anything is hashed; every file

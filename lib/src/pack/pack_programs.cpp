@@ -66,8 +66,8 @@ void load_inputs(const PackOptions& options, Inputs& in) {
   in.directories.reserve(options.inputs.size(), options.jobs);
   std::vector<std::optional<std::string>> renames;
   for (size_t i = 0; i < options.inputs.size(); ++i) {
-    const auto& text = options.inputs[i];
-    auto spec = parse_input_spec(text);
+    const auto& spec = options.inputs[i];
+    const auto& text = spec.text;
     if (spec.method) check_method_name(*spec.method, text);
     in.directories.check_structure(i, spec.path);
     auto artifact = load_artifact(spec.path, spec.data);
@@ -414,7 +414,7 @@ bool holds_programs(const fs::path& path) {
 }
 
 PackSummary pack_programs(const PackOptions& options) {
-  const std::string first = parse_input_spec(options.inputs.front()).path.string();
+  const std::string first = options.inputs.front().path.string();
   if (options.sharding.format != ShardFormat::ptd) {
     fail(ErrorCode::usage,
          "{}: .pte programs load their data from .ptd shards; --shard-format {} is not possible",

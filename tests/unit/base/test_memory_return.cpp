@@ -21,8 +21,8 @@ TEST_CASE("memory return: pack calls begin then end around validation and around
   for (const char* output : {"model.ptn", "model_dir"}) {
     calls.clear();
     ptepack::PackOptions options;
-    options.inputs = {ptepack::test::data_path("prefill.json").string(),
-                      ptepack::test::data_path("decode.json").string()};
+    options.inputs = {ptepack::parse_input_spec(ptepack::test::data_path("prefill.json").string()),
+                      ptepack::parse_input_spec(ptepack::test::data_path("decode.json").string())};
     options.output = dir / output;
     options.jobs = 1;
     (void)ptepack::pack(options);

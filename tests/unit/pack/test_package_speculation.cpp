@@ -227,7 +227,8 @@ void write_model(const std::filesystem::path& dir, const std::string& method,
 PackOptions model_options(const std::filesystem::path& dir, const std::string& name,
                           uint64_t write_while_hashing_from) {
   PackOptions options;
-  options.inputs = {(dir / "a.json").string(), (dir / "b.json").string()};
+  options.inputs = {parse_input_spec((dir / "a.json").string()),
+                    parse_input_spec((dir / "b.json").string())};
   options.output = dir / name;
   options.write_while_hashing_from = write_while_hashing_from;
   options.jobs = 2;
@@ -376,7 +377,7 @@ TEST_CASE("a corrupt input stops a directory written while hashing, leaving noth
     file.put(static_cast<char>(byte ^ 0x10));
   }
   auto before = directory_files(dir.path());
-  options.inputs = {(dir / "packed").string()};
+  options.inputs = {parse_input_spec((dir / "packed").string())};
   options.output = dir / "repacked";
   options.write_while_hashing_from = 1;
   try {

@@ -45,7 +45,8 @@ const fs::path kExamples = PTEPACK_EXAMPLES_DIR;
 void pack_examples(const fs::path& output, std::optional<uint64_t> cap,
                    ptepack::ShardFormat format = ptepack::ShardFormat::ptd) {
   ptepack::PackOptions options;
-  options.inputs = {(kExamples / "prefill.json").string(), (kExamples / "decode.json").string()};
+  options.inputs = {ptepack::parse_input_spec((kExamples / "prefill.json").string()),
+                    ptepack::parse_input_spec((kExamples / "decode.json").string())};
   options.output = output;
   options.jobs = 1;
   options.sharding.max_shard_bytes = cap;
@@ -313,7 +314,8 @@ Findings sweep_flips(const FlipCase& c, unsigned count, uint32_t seed, const fs:
       findings.add(where + ": verify accepted damage to bytes covered by a CRC or digest");
     }
     ptepack::PackOptions options;
-    options.inputs = c.pack_inputs;
+    for (const auto& input : c.pack_inputs)
+      options.inputs.push_back(ptepack::parse_input_spec(input));
     options.output = out_dir / (i % 2 == 0 ? "packed.ptn" : "packed");
     options.jobs = 1;
     fs::remove_all(options.output);

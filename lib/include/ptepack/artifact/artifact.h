@@ -42,6 +42,25 @@ struct Artifact {
   std::vector<std::string> notes;              // how the data files were found, when not given
 };
 
+// One INPUT argument: `[METHOD=]PATH[@DATA[,DATA...]]`, parsed once, where the
+// command line is read; every command takes it parsed.
+struct InputSpec {
+  std::string text;  // the argument as given, for messages
+  std::optional<std::string> method;
+  std::filesystem::path path;
+  std::vector<std::filesystem::path> data;
+};
+
+// Parses an INPUT argument of pack. A string naming an existing file or
+// directory is always a plain PATH; otherwise `METHOD=` is split at the first
+// '=' (when it comes before any '@'; the method name is validated later), and
+// `@DATA` at the first '@' after that. Throws Error (usage) on an empty
+// argument, PATH or DATA item.
+[[nodiscard]] InputSpec parse_input_spec(const std::string& text);
+// The argument of dump, verify and diff: `PATH[@DATA[,DATA...]]`, split like an
+// INPUT but with no METHOD= (an '=' belongs to the path).
+[[nodiscard]] InputSpec parse_artifact_spec(const std::string& text);
+
 // How a program graph is kept: the checked flatbuffer, read in place (dump,
 // verify, diff), or its object tree (pack, which renames in it), unpacked
 // before any data file is read so the two are never held with the data.

@@ -9,28 +9,13 @@
 #include <string_view>
 #include <vector>
 
+#include "ptepack/artifact/artifact.h"
 #include "ptepack/core/shard_plan.h"
 #include "ptepack/graph/merge.h"
 #include "ptepack/io/progress.h"
 #include "ptepack/trust/signature.h"
 
 namespace ptepack {
-
-// One INPUT argument: `[METHOD=]PATH[@DATA[,DATA...]]`.
-struct InputSpec {
-  std::optional<std::string> method;
-  std::filesystem::path path;
-  std::vector<std::filesystem::path> data;
-};
-
-// Parses an INPUT argument. A string naming an existing file or directory is
-// always a plain PATH; otherwise `METHOD=` is split at the first '=' (when it
-// comes before any '@'; the method name is validated later), and `@DATA` at
-// the first '@' after that.
-[[nodiscard]] InputSpec parse_input_spec(const std::string& text);
-// The argument of dump, verify and diff: `PATH[@DATA[,DATA...]]`, split like an
-// INPUT but with no METHOD= (an '=' belongs to the path).
-[[nodiscard]] InputSpec parse_artifact_spec(const std::string& text);
 
 // Where a directory of two or more programs puts its tensors (docs/shard-planner.md).
 enum class Placement {
@@ -55,7 +40,7 @@ struct GivenShardOptions {
 };
 
 struct PackOptions {
-  std::vector<std::string> inputs;
+  std::vector<InputSpec> inputs;  // parsed INPUT arguments (parse_input_spec)
   std::filesystem::path output;
   unsigned jobs = 0;  // 0: all cores
   ShardingOptions sharding;
