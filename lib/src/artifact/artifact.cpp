@@ -130,7 +130,7 @@ void load_directory(Artifact& a, ProgramForm form) {
   a.manifest = read_manifest_file(*manifest_file, manifest_file->name());
   const auto& m = *a.manifest;
   if (m.version == kManifestProgramsVersion) {
-    a.kind = ArtifactKind::programs;
+    a.kind = ArtifactKind::pte_directory;
     for (const auto& entry : m.programs) {
       auto file = open_inside(paths.dir, entry.file, manifest_file->name());
       if (file->size() != entry.size ||
@@ -267,9 +267,9 @@ std::string_view artifact_kind_name(ArtifactKind kind) {
   switch (kind) {
     case ArtifactKind::package:
       return "ptn package";
-    case ArtifactKind::directory:
+    case ArtifactKind::graph_directory:
       return "packed directory";
-    case ArtifactKind::program:
+    case ArtifactKind::graph:
       return "program graph";
     case ArtifactKind::ptd:
       return "ptd data file";
@@ -279,7 +279,7 @@ std::string_view artifact_kind_name(ArtifactKind kind) {
       return "safetensors index";
     case ArtifactKind::pte:
       return "pte program";
-    case ArtifactKind::programs:
+    case ArtifactKind::pte_directory:
       return "directory of programs";
   }
   return "artifact";
@@ -333,7 +333,7 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
   };
   if (fs::is_directory(status) || filename == "manifest.json") {
     no_data();
-    a.kind = ArtifactKind::directory;
+    a.kind = ArtifactKind::graph_directory;
     load_directory(a, form);
     return a;
   }
@@ -364,7 +364,7 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
     load_pte(a, path, data_paths, use_default_data);
     return a;
   }
-  a.kind = ArtifactKind::program;
+  a.kind = ArtifactKind::graph;
   keep_program(a, read_program_file_buffer(path, &a.program_file_bytes), form);
   std::vector<fs::path> sources = data_paths;
   if (sources.empty() && use_default_data) {

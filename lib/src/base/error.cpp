@@ -5,7 +5,6 @@
 
 namespace ptepack {
 
-std::string quoted(std::string_view text) { return quote(text); }
 
 std::string quote(std::string_view text) { return "'" + escaped(text) + "'"; }
 

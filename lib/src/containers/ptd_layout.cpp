@@ -49,37 +49,37 @@ void check_entries(std::span<const Entry> entries, const std::vector<uint64_t>& 
     const Entry& e = entries[i];
     if (i > 0 && !(entries[i - 1].key < e.key)) {
       fail(ErrorCode::internal, ".ptd plan: keys not sorted and unique: {} then {}",
-           ptepack::quoted(entries[i - 1].key), ptepack::quoted(e.key));
+           quote(entries[i - 1].key), quote(e.key));
     }
     if (e.key.empty() || e.key.size() > Limits::max_key_length ||
         e.key.find('\0') != std::string::npos) {
-      fail_input(".ptd: key {} must be 1 to {} bytes without NUL", ptepack::quoted(e.key),
+      fail_input(".ptd: key {} must be 1 to {} bytes without NUL", quote(e.key),
                  Limits::max_key_length);
     }
     if (e.segment >= segment_sizes.size()) {
       fail(ErrorCode::internal, ".ptd plan: key {}: segment {} out of range ({} segments)",
-           ptepack::quoted(e.key), e.segment, segment_sizes.size());
+           quote(e.key), e.segment, segment_sizes.size());
     }
     referenced[e.segment] = true;
     if (e.shape.size() > Limits::max_rank) {
-      fail_input(".ptd: key {}: rank {} exceeds the limit {}", ptepack::quoted(e.key),
+      fail_input(".ptd: key {}: rank {} exceeds the limit {}", quote(e.key),
                  e.shape.size(), Limits::max_rank);
     }
     for (size_t d = 0; d < e.shape.size(); ++d) {
       if (e.shape[d] < 0 || e.shape[d] > std::numeric_limits<int32_t>::max()) {
         fail_input(".ptd: key {}: dim {} = {} does not fit the int32 sizes of a .ptd",
-                   ptepack::quoted(e.key), d, e.shape[d]);
+                   quote(e.key), d, e.shape[d]);
       }
     }
     if (!e.dim_order.empty() && e.dim_order.size() != e.shape.size()) {
       fail(ErrorCode::internal, ".ptd plan: key {}: dim_order of {} for rank {}",
-           ptepack::quoted(e.key), e.dim_order.size(), e.shape.size());
+           quote(e.key), e.dim_order.size(), e.shape.size());
     }
     auto bytes =
         e.opaque ? std::optional<uint64_t>(segment_sizes[e.segment]) : byte_size(e.dtype, e.shape);
     if (!bytes || *bytes != segment_sizes[e.segment]) {
       fail(ErrorCode::internal, ".ptd plan: key {}: layout needs {} bytes, segment {} has {}",
-           ptepack::quoted(e.key), bytes.value_or(0), e.segment, segment_sizes[e.segment]);
+           quote(e.key), bytes.value_or(0), e.segment, segment_sizes[e.segment]);
     }
   }
   for (size_t s = 0; s < referenced.size(); ++s) {

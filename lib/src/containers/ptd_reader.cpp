@@ -49,11 +49,11 @@ Header read_header(const InputFile& file) {
   };
   if (text(4) != kIdentifier) {
     fail_input("{}: not a FlatTensor file: identifier {} at offset 4 (expected 'FT01')", name,
-               ptepack::quoted(text(4)));
+               quote(text(4)));
   }
   if (text(8) != kHeaderMagic) {
     fail_input("{}: missing FH01 extended header: found {} at offset 8", name,
-               ptepack::quoted(text(8)));
+               quote(text(8)));
   }
   const uint32_t length = load_u32(&raw[12]);
   if (length < extended_header_length) {
@@ -94,7 +94,7 @@ Header read_header(const InputFile& file) {
 DType layout_dtype(const std::string& name, const std::string& key, ScalarType type) {
   const int id = static_cast<int>(type);
   if (auto dtype = dtype_from_ptd(id)) return *dtype;
-  fail_input("{}: key {}: unknown scalar type {}", name, ptepack::quoted(key), id);
+  fail_input("{}: key {}: unknown scalar type {}", name, quote(key), id);
 }
 
 // Shape and dim order from a TensorLayout; dim_order must be a permutation.
@@ -103,22 +103,22 @@ Shape layout_shape(const std::string& name, const std::string& key, const fbs::T
   const auto* sizes = layout.sizes();
   const auto* dim_order = layout.dim_order();
   if (sizes == nullptr || dim_order == nullptr) {
-    fail_input("{}: key {}: tensor_layout has no {}", name, ptepack::quoted(key),
+    fail_input("{}: key {}: tensor_layout has no {}", name, quote(key),
                sizes == nullptr ? "sizes" : "dim_order");
   }
   if (sizes->size() > Limits::max_rank) {
-    fail_input("{}: key {}: rank {} exceeds the limit {}", name, ptepack::quoted(key),
+    fail_input("{}: key {}: rank {} exceeds the limit {}", name, quote(key),
                sizes->size(), Limits::max_rank);
   }
   if (dim_order->size() != sizes->size()) {
-    fail_input("{}: key {}: dim_order has {} entries for rank {}", name, ptepack::quoted(key),
+    fail_input("{}: key {}: dim_order has {} entries for rank {}", name, quote(key),
                dim_order->size(), sizes->size());
   }
   Shape shape;
   std::vector<int> order;
   for (flatbuffers::uoffset_t d = 0; d < sizes->size(); ++d) {
     if (sizes->Get(d) < 0) {
-      fail_input("{}: key {}: size[{}] = {} is negative", name, ptepack::quoted(key), d,
+      fail_input("{}: key {}: size[{}] = {} is negative", name, quote(key), d,
                  sizes->Get(d));
     }
     shape.push_back(sizes->Get(d));
@@ -129,7 +129,7 @@ Shape layout_shape(const std::string& name, const std::string& key, const fbs::T
   for (size_t d = 0; d < order.size(); ++d) {
     auto v = static_cast<size_t>(order[d]);
     if (v >= order.size() || seen[v]) {
-      fail_input("{}: key {}: dim_order [{}] is not a permutation", name, ptepack::quoted(key),
+      fail_input("{}: key {}: dim_order [{}] is not a permutation", name, quote(key),
                  fmt::join(order, ", "));
     }
     seen[v] = true;
@@ -197,11 +197,11 @@ void read_named_data(const InputFilePtr& file, const fbs::NamedData& named,
   std::string key = named.key()->str();
   // The runtime looks keys up as C strings; an embedded NUL would make the key unreachable.
   check_name(key, "key", fmt::format("{}: named_data[{}]", name, i));
-  if (out.tensors.count(key) != 0) fail_input("{}: duplicate key {}", name, ptepack::quoted(key));
+  if (out.tensors.count(key) != 0) fail_input("{}: duplicate key {}", name, quote(key));
   const uint32_t index = named.segment_index();
   if (index >= out.segments.size()) {
     fail_input("{}: key {}: segment_index {} is out of range ({} segments)", name,
-               ptepack::quoted(key), index, out.segments.size());
+               quote(key), index, out.segments.size());
   }
   const Segment& segment = out.segments[index];
   TensorData tensor;
@@ -212,7 +212,7 @@ void read_named_data(const InputFilePtr& file, const fbs::NamedData& named,
     auto bytes = byte_size(tensor.dtype, tensor.shape);
     if (!bytes || *bytes != segment.size) {
       fail_input("{}: key {}: layout {} [{}] needs {} bytes but segment {} holds {}", name,
-                 ptepack::quoted(key), dtype_name(tensor.dtype), fmt::join(tensor.shape, ", "),
+                 quote(key), dtype_name(tensor.dtype), fmt::join(tensor.shape, ", "),
                  bytes ? fmt::to_string(*bytes) : std::string("too many"), index, segment.size);
     }
   } else {

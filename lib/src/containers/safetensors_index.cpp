@@ -23,31 +23,31 @@ std::filesystem::path resolve_shard(const std::filesystem::path& base, const std
   namespace fs = std::filesystem;
   if (name.empty()) fail_input("{}: key {} maps to an empty shard name", context, shown_key(key));
   if (name.find('\0') != std::string::npos) {
-    fail_input("{}: shard name {} of key {} contains a NUL byte", context, ptepack::quoted(name),
+    fail_input("{}: shard name {} of key {} contains a NUL byte", context, quote(name),
                shown_key(key));
   }
   fs::path relative(name);
   if (relative.has_root_path()) {
-    fail_input("{}: shard {} of key {} is an absolute path", context, ptepack::quoted(name),
+    fail_input("{}: shard {} of key {} is an absolute path", context, quote(name),
                shown_key(key));
   }
   for (const auto& part : relative) {
     if (part == "..") {
-      fail_input("{}: shard {} of key {} has a '..' component", context, ptepack::quoted(name),
+      fail_input("{}: shard {} of key {} has a '..' component", context, quote(name),
                  shown_key(key));
     }
   }
   std::error_code error;
   fs::path resolved = fs::weakly_canonical(base / relative, error);
   if (error) {
-    fail(ErrorCode::io, "{}: cannot resolve shard {}: {}", context, ptepack::quoted(name),
+    fail(ErrorCode::io, "{}: cannot resolve shard {}: {}", context, quote(name),
          error.message());
   }
   auto [base_end, unused] =
       std::mismatch(base.begin(), base.end(), resolved.begin(), resolved.end());
   if (base_end != base.end() || resolved == base) {
     fail_input("{}: shard {} of key {} resolves to {}, not to a file inside the index's directory",
-               context, ptepack::quoted(name), shown_key(key), resolved.string());
+               context, quote(name), shown_key(key), resolved.string());
   }
   return resolved;
 }
@@ -101,13 +101,13 @@ TensorTable read_index(const std::filesystem::path& index_path) {
   for (auto& [path, shard] : shards) {
     if (std::error_code missing; !fs::exists(path, missing)) {
       fail(ErrorCode::io, "{}: shard {} (holding {}) does not exist: {}", context,
-           ptepack::quoted(shard.name), shown_key(shard.keys.front()), path.string());
+           quote(shard.name), shown_key(shard.keys.front()), path.string());
     }
     File file = read(InputFile::open(path));
     for (const std::string& key : shard.keys) {
       if (!file.tensors.contains(key)) {
         fail_input("{}: key {} is mapped to shard {}, which does not contain it", context,
-                   shown_key(key), ptepack::quoted(shard.name));
+                   shown_key(key), quote(shard.name));
       }
     }
     if (file.tensors.size() != shard.keys.size()) {
@@ -115,11 +115,11 @@ TensorTable read_index(const std::filesystem::path& index_path) {
         if (std::binary_search(shard.keys.begin(), shard.keys.end(), key)) continue;
         auto listed = weight_map->find(key);
         fail_input("{}: shard {} holds {}, which the weight_map {}", context,
-                   ptepack::quoted(shard.name), shown_key(key),
+                   quote(shard.name), shown_key(key),
                    listed == weight_map->end()
                        ? std::string("does not list")
                        : fmt::format("maps to {}",
-                                     ptepack::quoted(listed->get_ref<const std::string&>())));
+                                     quote(listed->get_ref<const std::string&>())));
       }
     }
     out.merge(file.tensors);

@@ -207,7 +207,7 @@ class HeaderParser {
       fail_entry("has unknown field {}", shown_key(key));
     }
     unsigned bit = 1U << static_cast<unsigned>(field_);
-    if ((seen_ & bit) != 0) fail_entry("has a duplicate field {}", ptepack::quoted(key));
+    if ((seen_ & bit) != 0) fail_entry("has a duplicate field {}", quote(key));
     seen_ |= bit;
     return true;
   }

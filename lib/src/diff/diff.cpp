@@ -134,7 +134,7 @@ void diff_graphs(const Artifact& a, const Artifact& b, unsigned jobs, ArtifactDi
 }
 
 bool holds_pte(const Artifact& a) {
-  return a.kind == ArtifactKind::pte || a.kind == ArtifactKind::programs;
+  return a.kind == ArtifactKind::pte || a.kind == ArtifactKind::pte_directory;
 }
 
 }  // namespace

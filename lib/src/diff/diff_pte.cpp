@@ -36,7 +36,7 @@ struct Resolved {
 };
 
 std::string display_of(const Artifact& artifact, const ProgramFile& pf) {
-  return artifact.kind == ArtifactKind::programs ? (artifact.root / pf.file).string()
+  return artifact.kind == ArtifactKind::pte_directory ? (artifact.root / pf.file).string()
                                                  : artifact.name;
 }
 

@@ -13,8 +13,8 @@ using json = nlohmann::json;
 std::string shown_key(std::string_view key) {
   // Keys are bounded only by the header size: never paste megabytes into a one-line message.
   constexpr size_t kShown = 200;
-  if (key.size() <= kShown) return ptepack::quoted(key);
-  return fmt::format("{}... ({} bytes)", ptepack::quoted(key.substr(0, kShown)), key.size());
+  if (key.size() <= kShown) return quote(key);
+  return fmt::format("{}... ({} bytes)", quote(key.substr(0, kShown)), key.size());
 }
 
 [[noreturn]] void fail_json_syntax(const std::string& context, uint64_t base, size_t position,

@@ -190,11 +190,11 @@ void add_read_paths(const Artifact& artifact, std::vector<fs::path>& paths) {
 void summarize_groups(const std::vector<StoredTensor>& tensors,
                       const std::vector<StorageGroup>& groups, PackSummary& summary,
                       Progress* progress) {
-  summary.tensors = tensors.size();
-  summary.unique_tensors = groups.size();
-  summary.logical_bytes = 0;
+  summary.tensor_count = tensors.size();
+  summary.stored_tensor_count = groups.size();
+  summary.referenced_bytes = 0;
   summary.stored_bytes = 0;
-  for (const auto& t : tensors) summary.logical_bytes += t.data.bytes.size;
+  for (const auto& t : tensors) summary.referenced_bytes += t.data.bytes.size;
   for (const auto& g : groups) {
     summary.stored_bytes += g.nbytes;
     for (size_t k = 1; k < g.members.size(); ++k) {
@@ -211,9 +211,9 @@ namespace {
 PackSummary pack_once(const PackOptions& options) {
   check_options(options);
   if (options.inputs.empty()) fail(ErrorCode::usage, "no inputs given");
-  if (detail::holds_programs(options.inputs.front().path) ||
+  if (detail::holds_pte(options.inputs.front().path) ||
       output_kind(options.output) == OutputKind::program) {
-    return detail::pack_programs(options);
+    return detail::pack_pte(options);
   }
   if (options.merge || !options.methods.empty() || options.share_state) {
     fail(ErrorCode::usage, "{} applies to .pte programs; {} is a program graph input",

@@ -162,7 +162,7 @@ void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<St
                   PackSummary& summary, Manifest& manifest, size_t first = 0);
 
 // True when PATH is a .pte program or a directory (or manifest) of programs.
-[[nodiscard]] bool holds_programs(const std::filesystem::path& path);
+[[nodiscard]] bool holds_pte(const std::filesystem::path& path);
 // Every path an input artifact reads: itself, its data files, every file its
 // tensors live in (index and manifest shards), its programs.
 void add_read_paths(const Artifact& artifact, std::vector<std::filesystem::path>& paths);
@@ -172,7 +172,7 @@ void check_output_target(const PackOptions& options,
                          const std::vector<std::filesystem::path>& input_paths);
 
 // The .pte front end's pack (inputs are .pte programs or directories of them).
-[[nodiscard]] PackSummary pack_programs(const PackOptions& options);
+[[nodiscard]] PackSummary pack_pte(const PackOptions& options);
 // The program-graph front end's pack (inputs are graphs, packages or directories of them).
 [[nodiscard]] PackSummary pack_graphs(const PackOptions& options);
 

@@ -116,11 +116,11 @@ std::string render_pack_text(const PackSummary& s, bool verbose, size_t width) {
     t.line(fmt::format("  {}", k));
   }
   t.more(s.state.size());
-  t.line(fmt::format("tensors: {} keys, {} stored, {} aliases", s.tensors, s.unique_tensors,
+  t.line(fmt::format("tensors: {} keys, {} stored, {} aliases", s.tensor_count, s.stored_tensor_count,
                      s.aliases.size()));
   t.line(fmt::format("bytes: {} referenced, {} stored, {} saved by dedup",
-                     human_bytes(s.logical_bytes), human_bytes(s.stored_bytes),
-                     human_bytes(s.logical_bytes - s.stored_bytes)));
+                     human_bytes(s.referenced_bytes), human_bytes(s.stored_bytes),
+                     human_bytes(s.referenced_bytes - s.stored_bytes)));
   if (s.dropped_keys > 0) {
     t.line(fmt::format("dropped: {} unreferenced keys, {}", s.dropped_keys,
                        human_bytes(s.dropped_bytes)));
@@ -131,8 +131,8 @@ std::string render_pack_text(const PackSummary& s, bool verbose, size_t width) {
              ? fmt::format("would write: {} bytes{}", s.output_bytes,
                            s.output_kind != OutputKind::directory ? "" : " and manifest.json")
              : fmt::format("wrote: {} bytes in {:.2f} s ({} read at {}/s)", s.output_bytes,
-                           s.elapsed_seconds, human_bytes(s.logical_bytes),
-                           human_bytes(static_cast<uint64_t>(static_cast<double>(s.logical_bytes) /
+                           s.elapsed_seconds, human_bytes(s.referenced_bytes),
+                           human_bytes(static_cast<uint64_t>(static_cast<double>(s.referenced_bytes) /
                                                              std::max(s.elapsed_seconds, 1e-3)))));
   for (const auto& note : s.notes) t.line("note: " + note);
   return std::move(t.out);
@@ -146,8 +146,8 @@ std::string render_pack_json(const PackSummary& s) {
   j["output"] = s.output;
   j["kind"] = artifact_kind_name(s.output_kind == OutputKind::package   ? ArtifactKind::package
                                  : s.output_kind == OutputKind::program ? ArtifactKind::pte
-                                 : s.programs.empty()                   ? ArtifactKind::directory
-                                                                        : ArtifactKind::programs);
+                                 : s.programs.empty()                   ? ArtifactKind::graph_directory
+                                                                        : ArtifactKind::pte_directory);
   j["dry_run"] = s.dry_run;
   ordered methods = ordered::array();
   for (const auto& m : s.methods)
@@ -159,11 +159,11 @@ std::string render_pack_json(const PackSummary& s) {
   j["renames"] = renames;
   j["state"] = s.state;
   j["aliases"] = s.aliases;
-  j["tensor_count"] = s.tensors;
-  j["stored_tensor_count"] = s.unique_tensors;
-  j["referenced_bytes"] = s.logical_bytes;
+  j["tensor_count"] = s.tensor_count;
+  j["stored_tensor_count"] = s.stored_tensor_count;
+  j["referenced_bytes"] = s.referenced_bytes;
   j["stored_bytes"] = s.stored_bytes;
-  j["dedup_saved_bytes"] = s.logical_bytes - s.stored_bytes;
+  j["dedup_saved_bytes"] = s.referenced_bytes - s.stored_bytes;
   j["dropped_keys"] = s.dropped_keys;
   j["dropped_bytes"] = s.dropped_bytes;
   if (s.output_kind == OutputKind::directory) {  // a single file has no shards

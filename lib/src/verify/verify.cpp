@@ -312,7 +312,7 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
     std::error_code ec;
     auto filename = path.filename().string();
     if (fs::is_directory(path, ec) || filename == "manifest.json") {
-      report.kind = std::string(artifact_kind_name(ArtifactKind::directory));
+      report.kind = std::string(artifact_kind_name(ArtifactKind::graph_directory));
       verify_directory(path, options, report);
       return report;
     }

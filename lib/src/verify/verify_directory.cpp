@@ -144,7 +144,7 @@ bool DirectoryCheck::structure() {
   }
   s.ptd_format = s.m.shard_format == ShardFormat::ptd;
   s.programs = s.m.version == kManifestProgramsVersion;
-  if (s.programs) s.report.kind = std::string(artifact_kind_name(ArtifactKind::programs));
+  if (s.programs) s.report.kind = std::string(artifact_kind_name(ArtifactKind::pte_directory));
   s.files_present();
   if (!s.programs) s.read_program();
   s.read_shards();

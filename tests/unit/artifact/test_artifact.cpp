@@ -35,7 +35,7 @@ TEST_CASE("artifact: every input kind is recognised by its content", "[artifact]
   CHECK(load_artifact(pte_fixture("xnnpack_conv.pte")).kind == ArtifactKind::pte);
   CHECK(load_artifact(pte_fixture("external_pair.ptd")).kind == ArtifactKind::ptd);
   CHECK(load_artifact(data_path("two_methods.ptg"), {data_path("prefill.safetensors")}).kind ==
-        ArtifactKind::program);
+        ArtifactKind::graph);
   CHECK(load_artifact(data_path("prefill.safetensors")).kind == ArtifactKind::safetensors);
   // Content decides, not the name: a .pte under another extension is still one.
   fs::copy_file(pte_fixture("xnnpack_conv.pte"), dir / "model.bin");
@@ -45,11 +45,11 @@ TEST_CASE("artifact: every input kind is recognised by its content", "[artifact]
   (void)pack_into({data_path("prefill.json"), data_path("decode.json")}, dir / "graphs.ptn");
   (void)pack_into({pte_fixture("xnnpack_conv.pte"), pte_fixture("portable_multi_method.pte")},
                   dir / "ptes");
-  CHECK(load_artifact(dir / "graphs").kind == ArtifactKind::directory);
-  CHECK(load_artifact(dir / "graphs" / "manifest.json").kind == ArtifactKind::directory);
+  CHECK(load_artifact(dir / "graphs").kind == ArtifactKind::graph_directory);
+  CHECK(load_artifact(dir / "graphs" / "manifest.json").kind == ArtifactKind::graph_directory);
   CHECK(load_artifact(dir / "graphs.ptn").kind == ArtifactKind::package);
-  CHECK(load_artifact(dir / "ptes").kind == ArtifactKind::programs);
-  CHECK(load_artifact(dir / "ptes" / "manifest.json").kind == ArtifactKind::programs);
+  CHECK(load_artifact(dir / "ptes").kind == ArtifactKind::pte_directory);
+  CHECK(load_artifact(dir / "ptes" / "manifest.json").kind == ArtifactKind::pte_directory);
 }
 
 TEST_CASE("artifact: a manifest rewritten by a JSON tool is the same directory", "[artifact]") {
@@ -60,7 +60,7 @@ TEST_CASE("artifact: a manifest rewritten by a JSON tool is the same directory",
   for (int indent : {-1, 4}) {  // compact (jq -c) and json.dump(indent=4)
     write_text(dir / "ptes" / "manifest.json", manifest.dump(indent));
     const auto a = load_artifact(dir / "ptes");
-    CHECK(a.kind == ArtifactKind::programs);
+    CHECK(a.kind == ArtifactKind::pte_directory);
     CHECK(a.pte_programs.size() == 2);
     REQUIRE(a.manifest);
     CHECK(a.manifest->version == 2);

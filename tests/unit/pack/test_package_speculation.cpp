@@ -126,7 +126,7 @@ TEST_CASE("package written while hashing: the bytes of one written after, when p
   REQUIRE(result.confirmed);
   CHECK((result.bytes == expected));  // not printed: megabytes
   CHECK(result.summary.aliases == expected_summary.aliases);
-  CHECK(result.summary.unique_tensors == expected_summary.unique_tensors);
+  CHECK(result.summary.stored_tensor_count == expected_summary.stored_tensor_count);
   CHECK(result.summary.stored_bytes == expected_summary.stored_bytes);
   CHECK(result.summary.output_bytes == expected_summary.output_bytes);
 }
@@ -315,7 +315,7 @@ TEST_CASE("pack writes a large directory while hashing: the same files, predicte
       CHECK(during.aliases.size() == (predicted_right ? 2 : 1));
       CHECK(during.output_bytes == after.output_bytes);
       CHECK(during.stored_bytes == after.stored_bytes);
-      CHECK(during.unique_tensors == after.unique_tensors);
+      CHECK(during.stored_tensor_count == after.stored_tensor_count);
       REQUIRE(during.shards.size() == after.shards.size());
       for (size_t s = 0; s < after.shards.size(); ++s) {
         CHECK(during.shards[s].file == after.shards[s].file);

@@ -15,20 +15,20 @@
 namespace ptepack {
 
 enum class ArtifactKind {
-  package,            // .ptn ZIP
-  directory,          // packed output directory (or its manifest.json)
-  program,            // .ptg or JSON program, with optional data files
+  package,            // .ptn ZIP (a program graph and its weights)
+  graph_directory,    // packed directory of a program graph (or its manifest.json)
+  graph,              // .ptg or JSON program graph, with optional data files
   ptd,                // FlatTensor data file
   safetensors,        // one safetensors file
   safetensors_index,  // *.safetensors.index.json
   pte,                // ExecuTorch program, with optional .ptd data files
-  programs,           // directory of .pte programs (manifest version 2)
+  pte_directory,      // packed directory of .pte programs (manifest version 2)
 };
 
 [[nodiscard]] std::string_view artifact_kind_name(ArtifactKind kind);
 
 struct Artifact {
-  ArtifactKind kind = ArtifactKind::program;
+  ArtifactKind kind = ArtifactKind::graph;
   std::string name;                       // as given, for messages
   std::filesystem::path root;             // the file, or the output directory
   ProgramBuffer program;                  // program graph artifacts; empty otherwise

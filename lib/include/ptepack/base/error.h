@@ -51,7 +51,5 @@ std::string escaped(std::string_view text);
 // One line of text output: leading newlines (blank lines before a section)
 // kept, everything else escaped, then a newline.
 std::string text_line(std::string_view text);
-std::string quoted(std::string_view text);
-inline std::string quoted(const std::string& text) { return quote(text); }
 
 }  // namespace ptepack

@@ -136,9 +136,9 @@ struct PackSummary {
   uint64_t renamed_keys = 0;       // listed or not
   std::vector<std::string> state;
   std::map<std::string, std::string> aliases;  // alias -> owner
-  uint64_t tensors = 0;                        // keys with data
-  uint64_t unique_tensors = 0;                 // stored contents
-  uint64_t logical_bytes = 0;                  // sum of every key's bytes
+  uint64_t tensor_count = 0;                   // keys with data
+  uint64_t stored_tensor_count = 0;            // stored contents
+  uint64_t referenced_bytes = 0;               // sum of every key's bytes
   uint64_t stored_bytes = 0;                   // unique bytes stored
   uint64_t dropped_keys = 0;
   uint64_t dropped_bytes = 0;

@@ -105,7 +105,7 @@ void load_inputs(const PackOptions& options, Inputs& in) {
   std::map<std::string, std::string> names;  // file name -> the input that has it
   for (const auto& a : in.artifacts) {
     for (const auto& p : a.pte_programs) {
-      std::string display = a.kind == ArtifactKind::programs ? (a.root / p.file).string() : a.name;
+      std::string display = a.kind == ArtifactKind::pte_directory ? (a.root / p.file).string() : a.name;
       if (merge) {  // names name no output: the merged program has its own
         in.sources.push_back({display, &p, &a.data});
         continue;
@@ -157,18 +157,18 @@ PackSummary inline_one(const PackOptions& options, Inputs& in, const RangeDigest
   std::set<std::tuple<const InputFile*, uint64_t, uint64_t>> named;
   for (const auto& c : rewrite.constants) summary.stored_bytes += c.size;
   for (const auto& [key, range] : rewrite.named_data) {
-    summary.logical_bytes += range.size;
+    summary.referenced_bytes += range.size;
     if (named.emplace(range.file.get(), range.offset, range.size).second)
       summary.stored_bytes += range.size;
   }
   const auto& tensors = source.file->program.tensors;
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (rewrite.tensors[i].kind != pte::TensorEdit::Kind::constant) continue;
-    summary.logical_bytes += rewrite.constants[rewrite.tensors[i].buffer].size;
-    ++summary.tensors;
+    summary.referenced_bytes += rewrite.constants[rewrite.tensors[i].buffer].size;
+    ++summary.tensor_count;
   }
-  summary.tensors += rewrite.named_data.size();
-  summary.unique_tensors = rewrite.constants.size() + named.size();
+  summary.tensor_count += rewrite.named_data.size();
+  summary.stored_tensor_count = rewrite.constants.size() + named.size();
   if (options.dry_run) return summary;
   progress.set_write_total(content.size);
   AtomicOutput output(options.output, AtomicOutput::Kind::file);
@@ -398,7 +398,7 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
 
 }  // namespace
 
-bool holds_programs(const fs::path& path) {
+bool holds_pte(const fs::path& path) {
   std::error_code ec;
   auto status = fs::status(path, ec);
   if (ec || !fs::exists(status)) return false;
@@ -413,7 +413,7 @@ bool holds_programs(const fs::path& path) {
   return pte::looks_like_pte(file->read_range(0, 8));
 }
 
-PackSummary pack_programs(const PackOptions& options) {
+PackSummary pack_pte(const PackOptions& options) {
   const std::string first = options.inputs.front().path.string();
   if (options.sharding.format != ShardFormat::ptd) {
     fail(ErrorCode::usage,
