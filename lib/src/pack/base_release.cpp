@@ -7,8 +7,6 @@
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
 #include "base/parallel.h"
-#include "containers/flat_tensor.h"
-#include "containers/safetensors.h"
 #include "core/file_content.h"
 #include "ptepack/core/release_files.h"
 #include "ptepack/pte/pte.h"
@@ -35,27 +33,46 @@ void check_base_path(const fs::path& path) {
 
 }  // namespace
 
-BaseRelease::BaseRelease(const fs::path& path, int version) {
+BaseRelease::BaseRelease(const fs::path& path, int version, unsigned jobs) {
   check_base_path(path);
   auto paths = directory_paths(path);
   dir_ = paths.dir;
   manifest_name_ = paths.manifest.string();
-  old_ = read_manifest_file(*InputFile::open(paths.manifest), manifest_name_);
-  if (old_.version != version) {
+  // OLD is read and checked once, by verify's own directory check (its
+  // structure: manifest, files, shard tables, key lists, programs); its bytes
+  // are hashed where a reused shard is copied.
+  check_options_.jobs = jobs;
+  check_ = std::make_unique<DirectoryCheck>(path, check_options_, check_report_);
+  const bool read = check_->structure();
+  if (read && check_->manifest()->version != version) {
+    const int found = check_->manifest()->version;
     fail(ErrorCode::usage, "--base {}: it holds {}, and this pack writes {}", path.string(),
-         old_.version == kManifestProgramsVersion ? ".pte programs" : "a program graph",
+         found == kManifestProgramsVersion ? ".pte programs" : "a program graph",
          version == kManifestProgramsVersion ? ".pte programs" : "a program graph");
   }
+  // A damaged base is refused as verify reports it, and said to be the base.
+  if (!check_report_.problems.empty()) {
+    std::string lines;
+    for (const auto& p : check_report_.problems) lines += p.text + "\n";
+    throw Error(ErrorCode::verify_failed,
+                fmt::format("{}--base {}: the previous release is damaged (ptepack verify {} "
+                            "lists why); nothing written",
+                            lines, path.string(), path.string()));
+  }
+  old_ = check_->manifest();
 }
+
+BaseRelease::~BaseRelease() = default;
 
 PreviousKeys BaseRelease::previous_keys() const {
   PreviousKeys keys;
-  for (const auto& entry : old_.programs) {
-    auto program = pte::read(open_inside(dir_, entry.file, manifest_name_));
+  for (size_t p = 0; p < old_->programs.size(); ++p) {
+    const auto& entry = old_->programs[p];
+    auto program = pte::read(check_->program_file(p));
     for (const auto& t : program.tensors) {
       if (t.storage != pte::Storage::external) continue;
-      auto it = old_.tensors.find(t.fqn);
-      if (it == old_.tensors.end()) continue;  // OLD's verify would refuse it
+      auto it = old_->tensors.find(t.fqn);
+      if (it == old_->tensors.end()) continue;  // OLD's verify would refuse it
       const auto& recorded = it->second;
       TensorData layout;
       layout.dtype = recorded.dtype;
@@ -71,7 +88,7 @@ PreviousKeys BaseRelease::previous_keys() const {
 
 void BaseRelease::plan(const std::vector<StoredTensor>& tensors, const PackOptions& options,
                        PackSummary& summary) {
-  reuse_ = plan_reuse(tensors, old_, options.sharding, options.shard_prefix);
+  reuse_ = plan_reuse(tensors, *old_, options.sharding, options.shard_prefix);
   auto fresh = [&](const std::string& why) {
     summary.notes.push_back(fmt::format("--base {}: {}; no shard is reused", dir_.string(), why));
     reuse_ = ReusePlan{{}, std::vector<size_t>(tensors.size(), ReusePlan::npos), why};
@@ -84,45 +101,29 @@ void BaseRelease::plan(const std::vector<StoredTensor>& tensors, const PackOptio
   std::vector<std::string> unfit(reuse_.shards.size());  // why a file cannot be kept
   const auto& sharding = options.sharding;
   parallel_for(reuse_.shards.size(), effective_jobs(options.jobs), [&](size_t r) {
-    const auto& shard = old_.shards[reuse_.shards[r].old_index];
-    auto file = open_inside(dir_, shard.file, manifest_name_);
-    if (!shard.file.ends_with(shard_file_name("", shard.sha256, old_.shard_format))) {
+    const size_t index = reuse_.shards[r].old_index;
+    const auto& shard = old_->shards[index];
+    auto file = check_->shard_file(index);  // read, its size and keys checked, by structure()
+    if (!shard.file.ends_with(shard_file_name("", shard.sha256, old_->shard_format))) {
       fail_input("{}: name does not end in its manifest SHA-256's 16 digits (the base is damaged)",
                  file->name());
     }
-    if (file->size() != shard.size) {
-      fail_input("{}: size {} differs from the manifest's {} (the base is damaged)", file->name(),
-                 file->size(), shard.size);
-    }
-    TensorTable table =
-        old_.shard_format == ShardFormat::ptd ? ptd::read_file(file).tensors : safetensors::read(file).tensors;
+    const TensorTable& table = check_->shard_tensors(index);
     // Stored tensors and payload as the file holds them (keys sharing bytes count once).
     std::set<std::pair<uint64_t, uint64_t>> stored;
     uint64_t payload = 0;
     for (const auto& [key, t] : table) {
       if (stored.emplace(t.bytes.offset, t.bytes.size).second) payload += t.bytes.size;
-      if (old_.shard_format == ShardFormat::ptd && t.bytes.size > 0 &&
+      if (old_->shard_format == ShardFormat::ptd && t.bytes.size > 0 &&
           t.bytes.offset % sharding.alignment != 0 && unfit[r].empty()) {
         unfit[r] = fmt::format("its shard {} has tensor {} at offset {}, not on --alignment {}",
                                shard.file, quote(key), t.bytes.offset, sharding.alignment);
       }
     }
-    if (payload != shard.payload_bytes) {
-      fail_input("{}: payload {} differs from the manifest's {} (the base is damaged)",
-                 file->name(), payload, shard.payload_bytes);
-    }
     // The limits again, on the stored tensors the file holds (stale ones included).
     if (auto why = shard_over_limits(shard.file, shard.size, payload, stored.size(), sharding);
         !why.empty()) {
       unfit[r] = std::move(why);
-    }
-    std::vector<std::string_view> listed(shard.keys.begin(), shard.keys.end());
-    listed.insert(listed.end(), shard.stale.begin(), shard.stale.end());
-    std::sort(listed.begin(), listed.end());
-    if (!std::equal(table.begin(), table.end(), listed.begin(), listed.end(),
-                    [](const auto& entry, std::string_view key) { return entry.first == key; })) {
-      fail_input("{}: keys in the file differ from the manifest's list (the base is damaged)",
-                 file->name());
     }
     files_[r] = std::move(file);
   });
@@ -140,7 +141,7 @@ std::vector<StorageGroup> BaseRelease::groups_to_place(
 void BaseRelease::add_to_summary(PackSummary& summary) const {
   std::vector<ShardSummary> reused;
   for (const auto& r : reuse_.shards) {
-    const auto& s = old_.shards[r.old_index];
+    const auto& s = old_->shards[r.old_index];
     ShardSummary out{s.file, s.size, s.payload_bytes, r.live};
     out.reused = true;
     out.stale_bytes = r.stale_bytes;
@@ -148,7 +149,7 @@ void BaseRelease::add_to_summary(PackSummary& summary) const {
   }
   summary.shards.insert(summary.shards.begin(), std::make_move_iterator(reused.begin()),
                         std::make_move_iterator(reused.end()));
-  for (const auto& r : reuse_.shards) summary.output_bytes += old_.shards[r.old_index].size;
+  for (const auto& r : reuse_.shards) summary.output_bytes += old_->shards[r.old_index].size;
 }
 
 void BaseRelease::write(const std::vector<StoredTensor>& tensors, const ShardingOptions& sharding,
@@ -156,7 +157,7 @@ void BaseRelease::write(const std::vector<StoredTensor>& tensors, const Sharding
                         Manifest& manifest) const {
   // One read of each file: copied and hashed in the same pass.
   for (size_t r = 0; r < reuse_.shards.size(); ++r) {
-    const auto& s = old_.shards[reuse_.shards[r].old_index];
+    const auto& s = old_->shards[reuse_.shards[r].old_index];
     FileContent content;
     content.size = s.size;
     content.pieces.push_back({0, {}, ByteRange{files_[r], 0, s.size}});
@@ -171,7 +172,7 @@ void BaseRelease::write(const std::vector<StoredTensor>& tensors, const Sharding
     file.finish(s.size, OutputFile::Durability::at_commit);
   }
   for (const auto& r : reuse_.shards) {
-    const auto& s = old_.shards[r.old_index];
+    const auto& s = old_->shards[r.old_index];
     manifest.shards.push_back({s.file, s.sha256, s.size, s.payload_bytes, r.live, r.stale});
     manifest.total_size += s.payload_bytes;
     const uint64_t measured = sharding.cap_mode == CapMode::payload ? s.payload_bytes : s.size;
@@ -182,9 +183,9 @@ void BaseRelease::write(const std::vector<StoredTensor>& tensors, const Sharding
     const size_t r = reuse_.served_by[t];
     if (r == ReusePlan::npos) continue;
     const auto& nt = tensors[t];
-    const auto& file = old_.shards[reuse_.shards[r].old_index].file;
+    const auto& file = old_->shards[reuse_.shards[r].old_index].file;
     ManifestTensor mt{file,          nt.sha256, nt.data.bytes.size, nt.data.dtype,
-                      nt.data.shape, nt.is_mutable, old_.tensors.at(nt.key).alias_of,
+                      nt.data.shape, nt.is_mutable, old_->tensors.at(nt.key).alias_of,
                       nt.data.dim_order, nt.data.opaque};
     manifest.tensors.emplace(nt.key, std::move(mt));
   }
@@ -205,7 +206,7 @@ void BaseRelease::summarize(const std::vector<StoredTensor>& tensors, const Mani
   }
   for (const auto& r : reuse_.shards) {
     for (const auto& key : r.stale) {
-      if (auto it = old_.tensors.find(key); it != old_.tensors.end())
+      if (auto it = old_->tensors.find(key); it != old_->tensors.end())
         in_reused.insert(it->second.sha256);
     }
   }
@@ -217,15 +218,15 @@ void BaseRelease::summarize(const std::vector<StoredTensor>& tensors, const Mani
       ++b.stored_again_keys;
       if (again.insert(nt.sha256).second) b.stored_again_bytes += nt.data.bytes.size;
     }
-    auto old = old_.tensors.find(nt.key);
-    if ((old == old_.tensors.end() || old->second.sha256 != nt.sha256) &&
+    auto old = old_->tensors.find(nt.key);
+    if ((old == old_->tensors.end() || old->second.sha256 != nt.sha256) &&
         changed.insert(nt.sha256).second) {
       b.changed_bytes += nt.data.bytes.size;
     }
   }
   if (written != nullptr) {
     const auto files = release_files(*written);
-    auto delta = file_delta(release_files(old_), files);
+    auto delta = file_delta(release_files(*old_), files);
     b.download_bytes = delta.download_bytes;
     std::set<std::string> shard_files;
     for (const auto& s : written->shards) shard_files.insert(s.file);
@@ -241,7 +242,7 @@ void BaseRelease::summarize(const std::vector<StoredTensor>& tensors, const Mani
 
 void BaseRelease::add_read_paths(std::vector<fs::path>& paths) const {
   paths.push_back(dir_);
-  for (const auto& s : old_.shards) paths.push_back(dir_ / s.file);
+  for (const auto& s : old_->shards) paths.push_back(dir_ / s.file);
 }
 
 }  // namespace ptepack::detail

@@ -12,23 +12,29 @@
 #include "ptepack/io/progress.h"
 #include "ptepack/pack/pack.h"
 #include "pte/externalize.h"
+#include "verify/directory_check.h"
 
 namespace ptepack::detail {
 
 class BaseRelease {
  public:
-  // Reads OLD's manifest (a packed directory or its manifest.json), which must
-  // be of `version` (the output's kind); a usage error otherwise.
-  BaseRelease(const std::filesystem::path& path, int version);
+  // Reads OLD (a packed directory or its manifest.json) and checks its
+  // structure with verify's directory check, on `jobs` threads: a base of
+  // another `version` than the output's kind is a usage error, a damaged one
+  // is refused with verify's problem lines (exit 1).
+  BaseRelease(const std::filesystem::path& path, int version, unsigned jobs);
+  ~BaseRelease();
+  BaseRelease(const BaseRelease&) = delete;
+  BaseRelease& operator=(const BaseRelease&) = delete;
 
   // The keys OLD's programs give their EXTERNAL tensors, with their digests
   // (a directory of programs), so a program NEW packs again keeps them.
   [[nodiscard]] PreviousKeys previous_keys() const;
 
-  // Decides which of OLD's shards NEW keeps (plan_reuse) and opens them: each
-  // must have OLD's size and keys (an error naming the file otherwise) and,
-  // for .ptd, segments on NEW's alignment (a note and fresh placement
-  // otherwise). Notes go to the summary.
+  // Decides which of OLD's shards NEW keeps (plan_reuse): each must carry its
+  // digest in its name (an error naming the file otherwise) and, for .ptd,
+  // have segments on NEW's alignment and fit NEW's limits (a note and fresh
+  // placement otherwise). Notes go to the summary.
   void plan(const std::vector<StoredTensor>& tensors, const PackOptions& options,
             PackSummary& summary);
   // NEW's groups without what the reused shards serve: what goes to new shards.
@@ -58,7 +64,10 @@ class BaseRelease {
  private:
   std::filesystem::path dir_;
   std::string manifest_name_;
-  Manifest old_;
+  VerifyOptions check_options_;  // the check holds references to these two
+  VerifyReport check_report_;
+  std::unique_ptr<DirectoryCheck> check_;
+  const Manifest* old_ = nullptr;  // the check's
   ReusePlan reuse_;
   std::vector<InputFilePtr> files_;  // per reused shard
 };

@@ -209,7 +209,7 @@ PackSummary pack_graphs(const PackOptions& options) {
   // --base is opened and its manifest checked once, before anything is hashed; every file
   // of it counts as read for the output check.
   if (options.base) {
-    prepared.base = std::make_unique<BaseRelease>(*options.base, kManifestVersion);
+    prepared.base = std::make_unique<BaseRelease>(*options.base, kManifestVersion, options.jobs);
     prepared.base->add_read_paths(input_paths);
   }
   if (!options.dry_run) check_output_target(options, input_paths);

@@ -429,7 +429,7 @@ PackSummary pack_pte(const PackOptions& options) {
   Inputs in;
   load_inputs(options, in);
   if (options.base) {
-    in.base.emplace(*options.base, kManifestProgramsVersion);
+    in.base.emplace(*options.base, kManifestProgramsVersion, options.jobs);
     in.base->add_read_paths(in.paths);
   }
   if (!options.dry_run) check_output_target(options, in.paths);

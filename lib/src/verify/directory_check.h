@@ -55,6 +55,13 @@ class DirectoryCheck {
   void bytes(Progress* progress);
   // The manifest read by structure(), or nullptr when it could not be read.
   [[nodiscard]] const Manifest* manifest() const;
+  // After structure(): shard i of the manifest as it was opened and read (a
+  // null file and no tensors when it could not be), and program p of a
+  // directory of programs as it was opened. For pack --base, which reads OLD
+  // through this check once.
+  [[nodiscard]] InputFilePtr shard_file(size_t i) const;
+  [[nodiscard]] const TensorTable& shard_tensors(size_t i) const;
+  [[nodiscard]] InputFilePtr program_file(size_t p) const;
 
  private:
   struct State;

@@ -126,6 +126,16 @@ const Manifest* DirectoryCheck::manifest() const {
   return state_->manifest_read ? &state_->m : nullptr;
 }
 
+InputFilePtr DirectoryCheck::shard_file(size_t i) const { return state_->contents.at(i).file; }
+
+const TensorTable& DirectoryCheck::shard_tensors(size_t i) const {
+  return state_->contents.at(i).tensors;
+}
+
+InputFilePtr DirectoryCheck::program_file(size_t p) const {
+  return p < state_->program_files.size() ? state_->program_files[p] : nullptr;
+}
+
 bool DirectoryCheck::structure() {
   auto& s = *state_;
   s.mname = s.paths.manifest.string();
