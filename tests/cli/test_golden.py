@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 # CLI golden suite: stdout, stderr and exit code of pack/dump/verify commands on the bundled
 # example, compared with tests/cli/golden/<case>.txt; `--update` rewrites those files.
+# Each case runs in a scratch directory of its own, a fresh copy of the prepared inputs
+# (made once, never written by a case): no case reads what another wrote.
 import atexit
 import glob
 import os
@@ -17,28 +19,39 @@ import pte_reader  # noqa: E402  (tests/tools is on sys.path through cli_common)
 suite = Suite()
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 EXAMPLE_FILES = ("prefill.json", "prefill.safetensors", "decode.json", "decode.safetensors")
-SHARED = {}  # one work directory for all cases: later cases read what earlier ones wrote
+PREPARED = {}  # the inputs every case starts from, made once
 
 
-def work_dir(ctx):
-    """The cases' cwd, holding copies of the example inputs (so every path printed is relative)
-    and the artifacts later cases read, packed up front so `-k` can pick any case."""
-    if "dir" not in SHARED:
-        SHARED["dir"] = work = tempfile.mkdtemp(prefix="ptepack-golden-")
-        atexit.register(shutil.rmtree, work, True)
+def prepared_dir(ctx):
+    """The inputs of every case: copies of the example files (so every path printed is
+    relative), the artifacts cases read (packed up front), and every case's preparation."""
+    if "dir" not in PREPARED:
+        PREPARED["dir"] = base = tempfile.mkdtemp(prefix="ptepack-golden-inputs-")
+        atexit.register(shutil.rmtree, base, True)
         for name in EXAMPLE_FILES:
-            shutil.copy(os.path.join(ctx.examples, name), work)
-        shutil.copy(os.path.join(ctx.data, "two_methods.json"), work)
+            shutil.copy(os.path.join(ctx.examples, name), base)
+        shutil.copy(os.path.join(ctx.data, "two_methods.json"), base)
         for argv in (PACK_PTN, PACK_DIR, PACK_ST):
-            ctx.run_ok(*argv, "-q", cwd=work)
-    return SHARED["dir"]
+            ctx.run_ok(*argv, "-q", cwd=base)
+        pte_pair(ctx.data, ctx.ptepack)(base)
+        for _name, _argv, *prepare in CASES:
+            if prepare and callable(prepare[0]):
+                prepare[0](base)
+    return PREPARED["dir"]
+
+
+def work_dir(ctx, name):
+    """A scratch directory of the case's own, holding a fresh copy of the prepared inputs."""
+    work = os.path.join(ctx.mkdir(name), "work")
+    shutil.copytree(prepared_dir(ctx), work, symlinks=True)
+    return work
 
 
 def copy_first(pattern, destination):
     def prepare(work):
         matches = sorted(glob.glob(os.path.join(work, pattern)))
         if not matches:
-            raise FileNotFoundError(f"no file matches {pattern} (did an earlier case fail?)")
+            raise FileNotFoundError(f"no file matches {pattern} (did the preparation fail?)")
         shutil.copy(matches[0], os.path.join(work, destination))
     return prepare
 
@@ -187,13 +200,9 @@ def render(argv, result, work, ptepack):
             + section("stdout", result.out) + section("stderr", result.err))
 
 
-def golden_case(name, argv, prepare=None):
+def golden_case(name, argv, _prepare=None):
     def run_case(ctx):
-        work = work_dir(ctx)
-        if prepare == "pte":
-            pte_pair(ctx.data, ctx.ptepack)(work)
-        elif prepare:
-            prepare(work)
+        work = work_dir(ctx, name)  # _prepare ran on the prepared inputs
         actual = render(argv, ctx.run(*argv, cwd=work), work, ctx.ptepack)
         path = os.path.join(GOLDEN, name + ".txt")
         if ctx.update:
@@ -227,7 +236,7 @@ def no_stale_golden_files(ctx):
 @suite.test
 def outputs_are_stable_across_jobs(ctx):
     """The goldens assume dump output does not depend on -j; check that directly."""
-    work = work_dir(ctx)
+    work = work_dir(ctx, "jobs")
     for argv in (["dump", "model", "--json"], ["dump", "model.ptn"], ["verify", "model"]):
         outputs = {ctx.run(*argv, "-j", jobs, cwd=work).out for jobs in ("1", "3")}
         ctx.equal(len(outputs), 1, f"{argv} output differs between -j1 and -j3")
