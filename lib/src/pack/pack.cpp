@@ -187,6 +187,25 @@ void add_read_paths(const Artifact& artifact, std::vector<fs::path>& paths) {
   }
 }
 
+PackStart start_pack(const PackOptions& options, int version, std::vector<fs::path>& read_paths,
+                     const std::vector<Artifact>& inputs) {
+  PackStart start;
+  if (options.base) {
+    start.base = std::make_unique<BaseRelease>(*options.base, version, options.jobs);
+    start.base->add_read_paths(read_paths);
+  }
+  if (!options.dry_run) check_output_target(options, read_paths);
+  std::vector<const Manifest*> input_manifests;
+  for (const auto& a : inputs) input_manifests.push_back(a.manifest ? &*a.manifest : nullptr);
+  start.stamp = release_stamp(options, input_manifests);
+  auto& summary = start.summary;
+  summary.output = options.output.string();
+  summary.output_kind = output_kind(options.output);
+  summary.dry_run = options.dry_run;
+  summary.sharding = options.sharding;
+  return start;
+}
+
 void summarize_groups(const std::vector<StoredTensor>& tensors,
                       const std::vector<StorageGroup>& groups, PackSummary& summary,
                       Progress* progress) {

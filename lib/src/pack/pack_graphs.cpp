@@ -205,24 +205,11 @@ PackSummary pack_graphs(const PackOptions& options) {
     merge_inputs.push_back(MergeInput{artifact.name, std::move(artifact.program_tree),
                                       std::move(artifact.data), options.inputs[i].method});
   }
+  auto start = start_pack(options, kManifestVersion, input_paths, loaded);
   PreparedPack prepared;
-  // --base is opened and its manifest checked once, before anything is hashed; every file
-  // of it counts as read for the output check.
-  if (options.base) {
-    prepared.base = std::make_unique<BaseRelease>(*options.base, kManifestVersion, options.jobs);
-    prepared.base->add_read_paths(input_paths);
-  }
-  if (!options.dry_run) check_output_target(options, input_paths);
-  std::vector<const Manifest*> input_manifests;
-  for (const auto& artifact : loaded) {
-    input_manifests.push_back(artifact.manifest ? &*artifact.manifest : nullptr);
-  }
-  prepared.stamp = release_stamp(options, input_manifests);
-  PackSummary summary;
-  summary.output = options.output.string();
-  summary.output_kind = output_kind(options.output);
-  summary.dry_run = options.dry_run;
-  summary.sharding = options.sharding;
+  prepared.base = std::move(start.base);
+  prepared.stamp = start.stamp;
+  PackSummary summary = std::move(start.summary);
   merge_graphs(std::move(merge_inputs), program_file_bytes, options, prepared, summary);
   GraphWriter(prepared, options, directories, summary).run();
   return summary;

@@ -138,6 +138,19 @@ Digest write_small_file(const std::filesystem::path& path, const std::string& di
 void check_readable_size(const std::string& display, uint64_t size, uint64_t limit);
 [[nodiscard]] ReleaseStamp release_stamp(const PackOptions& options,
                                          const std::vector<const Manifest*>& input_manifests);
+
+// What both front ends decide once their inputs are read, before any byte is hashed.
+struct PackStart {
+  std::unique_ptr<BaseRelease> base;  // --base, opened and checked
+  ReleaseStamp stamp;
+  PackSummary summary;  // output, its kind, dry run and shard options filled
+};
+// --base opened and checked as a directory of `version` (every file of it
+// counts as read), the output checked against every path read (not in a dry
+// run), the release stamp decided from the inputs' manifests.
+[[nodiscard]] PackStart start_pack(const PackOptions& options, int version,
+                                   std::vector<std::filesystem::path>& read_paths,
+                                   const std::vector<Artifact>& inputs);
 // manifest.json with the stamp, refused above Limits::max_manifest_bytes; with
 // --sign, then DIR/model.sig over every file of the release. Returns the bytes written.
 uint64_t write_manifest(const PackOptions& options, const std::filesystem::path& dir,

@@ -45,7 +45,7 @@ struct Inputs {
   std::optional<pte::Merged> merged;
   std::unique_ptr<ProgramFile> merged_file;
   ReleaseStamp stamp;  // the output manifest's release fields
-  std::optional<BaseRelease> base;  // --base, opened and checked before any input is hashed
+  std::unique_ptr<BaseRelease> base;  // --base, opened and checked before any input is hashed
 };
 
 void check_method_name(const std::string& name, const std::string& text) {
@@ -428,20 +428,10 @@ PackSummary pack_pte(const PackOptions& options) {
   }
   Inputs in;
   load_inputs(options, in);
-  if (options.base) {
-    in.base.emplace(*options.base, kManifestProgramsVersion, options.jobs);
-    in.base->add_read_paths(in.paths);
-  }
-  if (!options.dry_run) check_output_target(options, in.paths);
-  std::vector<const Manifest*> input_manifests;
-  for (const auto& a : in.artifacts) input_manifests.push_back(a.manifest ? &*a.manifest : nullptr);
-  in.stamp = release_stamp(options, input_manifests);
-
-  PackSummary summary;
-  summary.output = options.output.string();
-  summary.output_kind = output_kind(options.output);
-  summary.dry_run = options.dry_run;
-  summary.sharding = options.sharding;
+  auto start = start_pack(options, kManifestProgramsVersion, in.paths, in.artifacts);
+  in.base = std::move(start.base);
+  in.stamp = start.stamp;
+  PackSummary summary = std::move(start.summary);
   RangeDigests digests;
   add_proven_digests(in, digests);
   const bool merge = merging(options, in.sources.size(), in.renames);
