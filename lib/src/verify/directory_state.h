@@ -63,6 +63,7 @@ struct DirectoryCheck::State {
   void read_program();
   void read_shards();
   void check_tensors();
+  void check_unlisted_keys();
   void keys_in_two_shards();
   void check_program_entries();
   void derived_fields();

@@ -9,17 +9,17 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "containers/flat_tensor.h"
+#include "containers/safetensors.h"
+#include "containers/zip.h"
 #include "graph/program_checks.h"
+#include "graph/validate.h"
+#include "hash/parallel_hash.h"
+#include "json/json_util.h"
 #include "pte/data_checks.h"
 #include "pte/dump_pte.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
-#include "containers/flat_tensor.h"
-#include "containers/safetensors.h"
-#include "containers/zip.h"
-#include "graph/validate.h"
-#include "hash/parallel_hash.h"
-#include "json/json_util.h"
 #include "verify/directory_check.h"
 #include "verify/verify_support.h"
 
@@ -53,9 +53,9 @@ MembersByName check_members(const InputFile& file, const std::vector<zip::Member
           m.name, m.data_offset));
     }
     if (!zip::crc_matches(file, m, buffer)) {
-      problems.push_back({ProblemId::file_changed, name,
-                          fmt::format("{}:{}: CRC-32 does not match the stored bytes", name,
-                                      m.name)});
+      problems.push_back(
+          {ProblemId::file_changed, name,
+           fmt::format("{}:{}: CRC-32 does not match the stored bytes", name, m.name)});
     }
     report.bytes_hashed += m.size;
   }
@@ -174,9 +174,9 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
   if (by_name.count("aliases.json")) {
     aliases = check_aliases(*file, *by_name["aliases.json"], keys, data, problems);
   }
-  std::vector<std::string> rules;
-  check_packed_program(program.root(), keys, TensorLookup(data), name, rules);
-  add_lines(problems, ProblemId::program_rules, name, std::move(rules));
+  record_lines(problems, ProblemId::program_rules, name, [&](auto& lines) {
+    check_packed_program(program.root(), keys, TensorLookup(data), name, lines);
+  });
   check_duplicates(name, data, aliases, keys, options, report);
 }
 
@@ -190,9 +190,8 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
                [&] { program = pte::read(file); }))
     return;
   report.files_checked = 1;
-  std::vector<std::string> rules;
-  check_shared_state(program, file->name(), rules);
-  add_lines(problems, ProblemId::program_rules, file->name(), std::move(rules));
+  record_lines(problems, ProblemId::program_rules, file->name(),
+               [&](auto& lines) { check_shared_state(program, file->name(), lines); });
   std::vector<fs::path> sources = options.data;
   const bool external =
       std::any_of(program.tensors.begin(), program.tensors.end(),
@@ -220,9 +219,9 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
     files.push_back({name, &tables[i]});
   }
   if (external || !files.empty()) {
-    std::vector<std::string> data_rules;
-    check_program_data(program, file->name(), files, named_keys, false, data_rules);
-    add_lines(problems, ProblemId::program_rules, file->name(), std::move(data_rules));
+    record_lines(problems, ProblemId::program_rules, file->name(), [&](auto& lines) {
+      check_program_data(program, file->name(), files, named_keys, false, lines);
+    });
   }
   // Its own constants and named data are read whole too (their bounds were checked).
   std::vector<ByteRange> own;

@@ -5,11 +5,11 @@
 #include <exception>
 #include <thread>
 
-#include "graph/program_checks.h"
-#include "ptepack/base/error.h"
 #include "base/parallel.h"
-#include "ptepack/core/shard_plan.h"
+#include "graph/program_checks.h"
 #include "hash/parallel_hash.h"
+#include "ptepack/base/error.h"
+#include "ptepack/core/shard_plan.h"
 #include "ptepack/io/output_file.h"
 #include "verify/directory_state.h"
 #include "verify/verify_support.h"
@@ -29,15 +29,14 @@ void check_graph_program(const nb::Program& program, const Manifest& m, const Te
          fmt::format("{}: state list differs from the program's mutable keys", mname)});
   for (const auto& [key, t] : m.tensors) {
     if (t.is_mutable != keys.is_mutated(key)) {
-      problems.push_back(
-          {ProblemId::manifest_inconsistent, mname,
-           fmt::format("{}: tensor {}: mutable flag disagrees with the program", mname,
-                       quote(key))});
+      problems.push_back({ProblemId::manifest_inconsistent, mname,
+                          fmt::format("{}: tensor {}: mutable flag disagrees with the program",
+                                      mname, quote(key))});
     }
   }
-  std::vector<std::string> rules;
-  check_packed_program(program, keys, data, m.program.file, rules);
-  add_lines(problems, ProblemId::program_rules, m.program.file, std::move(rules));
+  record_lines(problems, ProblemId::program_rules, m.program.file, [&](auto& lines) {
+    check_packed_program(program, keys, data, m.program.file, lines);
+  });
 }
 
 }  // namespace
@@ -108,10 +107,9 @@ void DirectoryCheck::State::hash_and_compare(Progress* progress) {
     report.bytes_hashed += ranges[i].size;
     ++report.tensors_checked;
     if (digests[next++] != hashed[i]->second.sha256) {
-      problems.push_back(
-          {ProblemId::tensor_bytes, (paths.dir / hashed[i]->second.shard).string(),
-           fmt::format("{}: tensor {}: bytes do not match the manifest's SHA-256", mname,
-                       quote(hashed[i]->first))});
+      problems.push_back({ProblemId::tensor_bytes, (paths.dir / hashed[i]->second.shard).string(),
+                          fmt::format("{}: tensor {}: bytes do not match the manifest's SHA-256",
+                                      mname, quote(hashed[i]->first))});
     }
   }
 }

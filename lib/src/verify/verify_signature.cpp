@@ -63,8 +63,9 @@ void check_release_signature(const fs::path& path, const Manifest& manifest,
   const std::string context = bundle_path.string();
   auto done = [&] { report.signature = sig; };
   if (!present) {
-    report.problems.push_back({ProblemId::signature_missing, context,
-                               fmt::format("{}: no signature: the release is not signed", context)});
+    report.problems.push_back(
+        {ProblemId::signature_missing, context,
+         fmt::format("{}: no signature: the release is not signed", context)});
     return done();
   }
   std::string bundle;
@@ -99,11 +100,10 @@ void check_release_signature(const fs::path& path, const Manifest& manifest,
                      *options.newer_than)});
   }
   if (options.min_release && (!release || *release < *options.min_release)) {
-    report.problems.push_back({ProblemId::release_rollback, paths.manifest.string(),
-                               fmt::format("{}: release {} is below the minimum {}",
-                                           paths.manifest.string(),
-                                           release ? std::to_string(*release) : "(none)",
-                                           *options.min_release)});
+    report.problems.push_back(
+        {ProblemId::release_rollback, paths.manifest.string(),
+         fmt::format("{}: release {} is below the minimum {}", paths.manifest.string(),
+                     release ? std::to_string(*release) : "(none)", *options.min_release)});
   }
   done();
 }

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "ptepack/base/error.h"
 #include "containers/flat_tensor.h"
+#include "ptepack/base/error.h"
 #include "ptepack/verify/verify.h"
 
 namespace ptepack {
@@ -34,6 +34,22 @@ bool attempt(std::vector<Problem>& problems, ProblemId id, const std::string& fi
 inline void add_lines(std::vector<Problem>& problems, ProblemId id, const std::string& file,
                       std::vector<std::string> lines) {
   for (auto& line : lines) problems.push_back({id, file, std::move(line)});
+}
+
+// Runs check(lines), a lower layer's check that appends lines, and records
+// them as problems of kind `id` in `file`: also those it appended before it
+// threw (the exception then goes on, as when it wrote into the problems).
+template <typename Check>
+void record_lines(std::vector<Problem>& problems, ProblemId id, const std::string& file,
+                  Check&& check) {
+  std::vector<std::string> lines;
+  try {
+    check(lines);
+  } catch (...) {
+    add_lines(problems, id, file, std::move(lines));
+    throw;
+  }
+  add_lines(problems, id, file, std::move(lines));
 }
 
 // Segments of a .ptd that no NamedData points at: valid FlatTensor, never written by ptepack.
