@@ -11,6 +11,7 @@
 #include <string>
 
 #include "ptepack/artifact/artifact.h"
+#include "ptepack/core/storage.h"
 
 namespace ptepack::test {
 
@@ -22,6 +23,20 @@ inline std::string file_bytes(const std::filesystem::path& path) {
 
 inline std::filesystem::path data_path(const std::string& name) {
   return std::filesystem::path(PTEPACK_TEST_DATA_DIR) / name;
+}
+
+// A stored tensor of `nbytes` BYTE elements whose SHA-256 is `fill` repeated: what the
+// planner, the sharing sets and the reuse rule see, without bytes behind it.
+inline StoredTensor stored_tensor(const std::string& key, uint64_t nbytes, uint8_t fill,
+                                  bool is_mutable = false) {
+  StoredTensor t;
+  t.key = key;
+  t.data.dtype = DType::BYTE;
+  t.data.shape = {static_cast<int64_t>(nbytes)};
+  t.data.bytes.size = nbytes;
+  t.sha256.fill(fill);
+  t.is_mutable = is_mutable;
+  return t;
 }
 
 // A directory removed with everything in it on destruction.

@@ -1,21 +1,13 @@
 // Shard reuse across releases: the rule, its stale bound and the groups left to place.
 #include <catch2/catch.hpp>
 
+#include "test_support.h"
+
 #include "core/base_reuse.h"
 
 using namespace ptepack;
 
 namespace {
-
-StoredTensor tensor(const std::string& key, uint64_t nbytes, uint8_t fill) {
-  StoredTensor t;
-  t.key = key;
-  t.data.dtype = DType::BYTE;
-  t.data.shape = {static_cast<int64_t>(nbytes)};
-  t.data.bytes.size = nbytes;
-  t.sha256.fill(fill);
-  return t;
-}
 
 ManifestTensor entry(const std::string& shard, uint64_t nbytes, uint8_t fill,
                      std::optional<std::string> alias_of = std::nullopt) {
@@ -52,7 +44,7 @@ TEST_CASE("a shard is kept while at most half its payload is stale") {
   const auto old = old_release();
   ShardingOptions options;
   // b and c gone: A keeps 60 of 100 (40 stale), B keeps 50 of 100 (50 stale: the bound).
-  std::vector<StoredTensor> tensors{tensor("a", 60, 1), tensor("d", 50, 4), tensor("e", 50, 4)};
+  std::vector<StoredTensor> tensors{test::stored_tensor("a", 60, 1), test::stored_tensor("d", 50, 4), test::stored_tensor("e", 50, 4)};
   auto plan = plan_reuse(tensors, old, options, "weights");
   REQUIRE(plan.shards.size() == 2);
   CHECK(plan.shards[0].live == std::vector<std::string>{"a"});
@@ -70,15 +62,15 @@ TEST_CASE("a key needed with other bytes, or an alias without its owner, keeps a
   const auto old = old_release();
   ShardingOptions options;
   // b with new bytes: A cannot be kept (the key would be in two of the program's files).
-  std::vector<StoredTensor> tensors{tensor("a", 60, 1), tensor("b", 40, 9), tensor("c", 50, 3),
-                                    tensor("e", 50, 4)};
+  std::vector<StoredTensor> tensors{test::stored_tensor("a", 60, 1), test::stored_tensor("b", 40, 9), test::stored_tensor("c", 50, 3),
+                                    test::stored_tensor("e", 50, 4)};
   auto plan = plan_reuse(tensors, old, options, "weights");
   REQUIRE(plan.shards.empty());  // A: other bytes; B: e without its owner d
   auto groups = group_tensors(tensors, DedupRule::bytes);
   CHECK(unserved_groups(groups, plan).size() == groups.size());
   // The owner back: B is kept, and a new key with d's bytes is stored again.
-  tensors = {tensor("a", 60, 1), tensor("b", 40, 9), tensor("c", 50, 3), tensor("d", 50, 4),
-             tensor("e", 50, 4), tensor("f", 50, 4)};
+  tensors = {test::stored_tensor("a", 60, 1), test::stored_tensor("b", 40, 9), test::stored_tensor("c", 50, 3), test::stored_tensor("d", 50, 4),
+             test::stored_tensor("e", 50, 4), test::stored_tensor("f", 50, 4)};
   plan = plan_reuse(tensors, old, options, "weights");
   REQUIRE(plan.shards.size() == 1);
   CHECK(plan.shards[0].old_index == 1);
@@ -91,7 +83,7 @@ TEST_CASE("a key needed with other bytes, or an alias without its owner, keeps a
 
 TEST_CASE("another format, cap mode or prefix, or a shard over NEW's limits: fresh placement") {
   const auto old = old_release();
-  std::vector<StoredTensor> tensors{tensor("a", 60, 1), tensor("b", 40, 2)};
+  std::vector<StoredTensor> tensors{test::stored_tensor("a", 60, 1), test::stored_tensor("b", 40, 2)};
   ShardingOptions options;
   options.format = ShardFormat::safetensors;
   auto plan = plan_reuse(tensors, old, options, "weights");

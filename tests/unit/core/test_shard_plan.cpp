@@ -14,18 +14,6 @@ using namespace ptepack;
 
 namespace {
 
-StoredTensor tensor(const std::string& key, uint64_t nbytes, uint8_t fill,
-                    bool is_mutable = false) {
-  StoredTensor t;
-  t.key = key;
-  t.data.dtype = DType::BYTE;
-  t.data.shape = {static_cast<int64_t>(nbytes)};
-  t.data.bytes.size = nbytes;
-  t.sha256.fill(fill);
-  t.is_mutable = is_mutable;
-  return t;
-}
-
 std::vector<std::vector<std::string>> owners(const std::vector<StoredTensor>& tensors,
                                              const std::vector<StorageGroup>& groups,
                                              const std::vector<PlannedShard>& shards) {
@@ -42,8 +30,8 @@ std::vector<std::vector<std::string>> owners(const std::vector<StoredTensor>& te
 TEST_CASE("first-fit fills earlier shards where next-fit would not") {
   // Keys in order a(60) b(50) c(30) d(45), cap 100 payload.
   // first-fit: [a c] [b d]   next-fit would give: [a] [b c] [d]
-  std::vector<StoredTensor> tensors{tensor("a", 60, 1), tensor("b", 50, 2), tensor("c", 30, 3),
-                                    tensor("d", 45, 4)};
+  std::vector<StoredTensor> tensors{test::stored_tensor("a", 60, 1), test::stored_tensor("b", 50, 2), test::stored_tensor("c", 30, 3),
+                                    test::stored_tensor("d", 45, 4)};
   auto groups = group_tensors(tensors, DedupRule::bytes);
   ShardingOptions options;
   options.max_shard_bytes = 100;
@@ -56,7 +44,7 @@ TEST_CASE("first-fit fills earlier shards where next-fit would not") {
 }
 
 TEST_CASE("without a cap everything goes into one shard; no tensors, no shards") {
-  std::vector<StoredTensor> tensors{tensor("a", 60, 1), tensor("b", 50, 2)};
+  std::vector<StoredTensor> tensors{test::stored_tensor("a", 60, 1), test::stored_tensor("b", 50, 2)};
   auto groups = group_tensors(tensors, DedupRule::bytes);
   auto plan = plan_shards(tensors, groups, ShardingOptions{});
   REQUIRE(plan.size() == 1);
@@ -65,7 +53,7 @@ TEST_CASE("without a cap everything goes into one shard; no tensors, no shards")
 }
 
 TEST_CASE("a group that cannot fit an empty shard is an error naming key and sizes") {
-  std::vector<StoredTensor> tensors{tensor("big.weight", 5000, 1)};
+  std::vector<StoredTensor> tensors{test::stored_tensor("big.weight", 5000, 1)};
   auto groups = group_tensors(tensors, DedupRule::bytes);
   ShardingOptions options;
   options.max_shard_bytes = 4096;
@@ -82,7 +70,7 @@ TEST_CASE("a group that cannot fit an empty shard is an error naming key and siz
 TEST_CASE("file mode counts headers and alignment; bounds never undercount") {
   std::vector<StoredTensor> tensors;
   for (int i = 0; i < 20; ++i)
-    tensors.push_back(tensor("layer." + std::to_string(i) + ".w", 1000, static_cast<uint8_t>(i)));
+    tensors.push_back(test::stored_tensor("layer." + std::to_string(i) + ".w", 1000, static_cast<uint8_t>(i)));
   auto groups = group_tensors(tensors, DedupRule::bytes);
   for (uint64_t alignment : {uint64_t{128}, uint64_t{4096}}) {
     ShardingOptions options;
@@ -101,8 +89,8 @@ TEST_CASE("file mode counts headers and alignment; bounds never undercount") {
 }
 
 TEST_CASE("dedup grouping: owner is the smallest key, state never shares") {
-  std::vector<StoredTensor> tensors{tensor("a/x", 8, 7), tensor("b/x", 8, 7), tensor("c/y", 8, 9),
-                                    tensor("state/p", 8, 7, true), tensor("state/q", 8, 7, true)};
+  std::vector<StoredTensor> tensors{test::stored_tensor("a/x", 8, 7), test::stored_tensor("b/x", 8, 7), test::stored_tensor("c/y", 8, 9),
+                                    test::stored_tensor("state/p", 8, 7, true), test::stored_tensor("state/q", 8, 7, true)};
   tensors[2].data.dtype = DType::CHAR;  // same bytes as nothing else
   auto groups = group_tensors(tensors, DedupRule::dtype_shape_bytes);
   REQUIRE(groups.size() == 4);
@@ -116,7 +104,7 @@ TEST_CASE("dedup grouping: owner is the smallest key, state never shares") {
 }
 
 TEST_CASE("file mode: a cap equal to the exact file size still takes every group") {
-  std::vector<StoredTensor> tensors{tensor("a", 3000, 1), tensor("b", 3000, 2)};
+  std::vector<StoredTensor> tensors{test::stored_tensor("a", 3000, 1), test::stored_tensor("b", 3000, 2)};
   auto groups = group_tensors(tensors, DedupRule::bytes);
   for (auto format : {ShardFormat::ptd, ShardFormat::safetensors}) {
     ShardingOptions options;
@@ -171,7 +159,7 @@ TEST_CASE("file mode plans exactly what first-fit on exact layouts gives") {
       std::string key =
           "m" + std::to_string(next(3)) + "/" + std::string(1 + next(40), 'k') + std::to_string(i);
       uint64_t rows = 1 + next(64), cols = 1 + next(48);
-      auto t = tensor(key, rows * cols, static_cast<uint8_t>(next(count)));  // repeats: aliases
+      auto t = test::stored_tensor(key, rows * cols, static_cast<uint8_t>(next(count)));  // repeats: aliases
       if (next(2) == 0) {
         t.data.shape = {static_cast<int64_t>(rows), static_cast<int64_t>(cols)};
       }
@@ -233,7 +221,7 @@ TEST_CASE("file mode: many nearly full shards plan what first-fit on exact layou
         const uint64_t bytes = 1 + next(160);
         const auto fill = static_cast<uint8_t>(i % 251);
         for (const char* method : {"decode/", "prefill/"}) {
-          tensors.push_back(tensor(method + name, bytes, fill));
+          tensors.push_back(test::stored_tensor(method + name, bytes, fill));
           tensors.back().sha256[1] = static_cast<uint8_t>(i / 251);
           tensors.back().data.opaque = i % 7 == 0;
         }
@@ -276,10 +264,10 @@ TEST_CASE("file mode: a rejection is remembered only for groups it decides") {
                                                  {{false, 64}, {true, 16}, {false, 80}}};
   size_t cases = 0;
   for (const auto& list : followers) {
-    std::vector<StoredTensor> tensors{tensor("a", 900, 1)};
+    std::vector<StoredTensor> tensors{test::stored_tensor("a", 900, 1)};
     for (size_t i = 0; i < list.size(); ++i) {
       tensors.push_back(
-          tensor("b" + std::to_string(i), list[i].payload, static_cast<uint8_t>(2 + i)));
+          test::stored_tensor("b" + std::to_string(i), list[i].payload, static_cast<uint8_t>(2 + i)));
       tensors.back().data.opaque = list[i].opaque;
     }
     auto groups = group_tensors(tensors, DedupRule::bytes);
@@ -315,7 +303,7 @@ TEST_CASE("file mode planning stays fast with many small groups near the cap") {
       char key[32];
       std::snprintf(key, sizeof key, "layers.%05d.w", i);
       uint64_t size = uniform ? 200 : 17 + static_cast<uint64_t>(i * 7919 % 300);
-      tensors.push_back(tensor(key, size, static_cast<uint8_t>(i)));
+      tensors.push_back(test::stored_tensor(key, size, static_cast<uint8_t>(i)));
       tensors.back().sha256[1] = static_cast<uint8_t>(i >> 8);
     }
     for (auto format : {ShardFormat::ptd, ShardFormat::safetensors}) {

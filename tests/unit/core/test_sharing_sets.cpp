@@ -2,6 +2,8 @@
 // members' programs, sets are placed larger first, ties by their smallest owner key.
 #include <catch2/catch.hpp>
 
+#include "test_support.h"
+
 #include "ptepack/core/shard_plan.h"
 #include "core/sharing_sets.h"
 #include "ptepack/core/storage.h"
@@ -9,16 +11,6 @@
 using namespace ptepack;
 
 namespace {
-
-StoredTensor tensor(const std::string& key, uint64_t nbytes, uint8_t fill) {
-  StoredTensor t;
-  t.key = key;
-  t.data.dtype = DType::BYTE;
-  t.data.shape = {static_cast<int64_t>(nbytes)};
-  t.data.bytes.size = nbytes;
-  t.sha256.fill(fill);
-  return t;
-}
 
 // The owner keys of each set's groups, in placement order.
 std::vector<std::vector<std::string>> sets_by_owner(const std::vector<StoredTensor>& tensors,
@@ -36,7 +28,7 @@ TEST_CASE("sharing sets: a group's set is the union of all its members' programs
   // a (program 0) and b (program 1) hold the same bytes: one group used by both. c is
   // program 0's alone. Taken from the first member only, the group would land in {0}
   // beside c, and program 1 would not list the shard that holds its bytes.
-  std::vector<StoredTensor> tensors{tensor("a", 64, 1), tensor("b", 64, 1), tensor("c", 32, 2)};
+  std::vector<StoredTensor> tensors{test::stored_tensor("a", 64, 1), test::stored_tensor("b", 64, 1), test::stored_tensor("c", 32, 2)};
   auto groups = group_tensors(tensors, DedupRule::bytes);
   REQUIRE(groups.size() == 2);
   std::vector<SharingSet> users{{0}, {1}, {0}};
@@ -55,13 +47,13 @@ TEST_CASE("sharing sets: a group's set is the union of all its members' programs
 TEST_CASE("sharing sets: larger sets first, then by their smallest owner key") {
   // Owner keys are chosen so that key order alone would give another order.
   std::vector<StoredTensor> tensors{
-      tensor("a_only2", 8, 1),   // {2}
-      tensor("b_only0", 8, 2),   // {0}
-      tensor("c_pair12", 8, 3),  // {1, 2}
-      tensor("d_all", 8, 4),     // {0, 1, 2}
-      tensor("e_pair01", 8, 5),  // {0, 1}
-      tensor("f_only0", 8, 6),   // {0}
-      tensor("g_all", 8, 7),     // {0, 1, 2}
+      test::stored_tensor("a_only2", 8, 1),   // {2}
+      test::stored_tensor("b_only0", 8, 2),   // {0}
+      test::stored_tensor("c_pair12", 8, 3),  // {1, 2}
+      test::stored_tensor("d_all", 8, 4),     // {0, 1, 2}
+      test::stored_tensor("e_pair01", 8, 5),  // {0, 1}
+      test::stored_tensor("f_only0", 8, 6),   // {0}
+      test::stored_tensor("g_all", 8, 7),     // {0, 1, 2}
   };
   auto groups = group_tensors(tensors, DedupRule::bytes);
   REQUIRE(groups.size() == tensors.size());
