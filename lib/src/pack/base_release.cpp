@@ -35,9 +35,7 @@ void check_base_path(const fs::path& path) {
 
 BaseRelease::BaseRelease(const fs::path& path, int version, unsigned jobs) {
   check_base_path(path);
-  auto paths = directory_paths(path);
-  dir_ = paths.dir;
-  manifest_name_ = paths.manifest.string();
+  dir_ = directory_paths(path).dir;
   // OLD is read and checked once, by verify's own directory check (its
   // structure: manifest, files, shard tables, key lists, programs); its bytes
   // are hashed where a reused shard is copied.
@@ -51,13 +49,13 @@ BaseRelease::BaseRelease(const fs::path& path, int version, unsigned jobs) {
          version == kManifestProgramsVersion ? ".pte programs" : "a program graph");
   }
   // A damaged base is refused as verify reports it, and said to be the base.
-  if (!check_report_.problems.empty()) {
-    std::string lines;
-    for (const auto& p : check_report_.problems) lines += p.text + "\n";
-    throw Error(ErrorCode::verify_failed,
-                fmt::format("{}--base {}: the previous release is damaged (ptepack verify {} "
-                            "lists why); nothing written",
-                            lines, path.string(), path.string()));
+  try {
+    raise_problems(check_report_);
+  } catch (const Error& e) {
+    fail(e.code(),
+         "{}\n--base {}: the previous release is damaged (ptepack verify {} lists why); nothing "
+         "written",
+         e.what(), path.string(), path.string());
   }
   old_ = check_->manifest();
 }
@@ -109,11 +107,11 @@ void BaseRelease::plan(const std::vector<StoredTensor>& tensors, const PackOptio
                  file->name());
     }
     const TensorTable& table = check_->shard_tensors(index);
-    // Stored tensors and payload as the file holds them (keys sharing bytes count once).
+    // Stored tensors as the file holds them (keys sharing bytes count once); its
+    // payload is the manifest's, which structure() held the file to.
     std::set<std::pair<uint64_t, uint64_t>> stored;
-    uint64_t payload = 0;
     for (const auto& [key, t] : table) {
-      if (stored.emplace(t.bytes.offset, t.bytes.size).second) payload += t.bytes.size;
+      stored.emplace(t.bytes.offset, t.bytes.size);
       if (old_->shard_format == ShardFormat::ptd && t.bytes.size > 0 &&
           t.bytes.offset % sharding.alignment != 0 && unfit[r].empty()) {
         unfit[r] = fmt::format("its shard {} has tensor {} at offset {}, not on --alignment {}",
@@ -121,7 +119,8 @@ void BaseRelease::plan(const std::vector<StoredTensor>& tensors, const PackOptio
       }
     }
     // The limits again, on the stored tensors the file holds (stale ones included).
-    if (auto why = shard_over_limits(shard.file, shard.size, payload, stored.size(), sharding);
+    if (auto why = shard_over_limits(shard.file, shard.size, shard.payload_bytes, stored.size(),
+                                     sharding);
         !why.empty()) {
       unfit[r] = std::move(why);
     }

@@ -63,7 +63,6 @@ class BaseRelease {
 
  private:
   std::filesystem::path dir_;
-  std::string manifest_name_;
   VerifyOptions check_options_;  // the check holds references to these two
   VerifyReport check_report_;
   std::unique_ptr<DirectoryCheck> check_;
