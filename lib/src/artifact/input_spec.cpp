@@ -29,12 +29,13 @@ void split_data(std::string rest, const std::string& text, InputSpec& spec) {
   spec.path = rest;
 }
 
-}  // namespace
-
-InputSpec parse_input_spec(const std::string& text) {
+// `text` as [METHOD=]PATH[@DATA,...] when `method`, else PATH[@DATA,...]; a
+// string naming an existing file or directory is always a plain PATH. `what`
+// names the argument in the message for an empty one.
+InputSpec parse_spec(const std::string& text, bool method, std::string_view what) {
   InputSpec spec;
   spec.text = text;
-  if (text.empty()) fail(ErrorCode::usage, "empty INPUT argument");
+  if (text.empty()) fail(ErrorCode::usage, "empty {} argument", what);
   std::error_code ec;
   if (std::filesystem::exists(text, ec)) {
     spec.path = text;
@@ -43,7 +44,7 @@ InputSpec parse_input_spec(const std::string& text) {
   std::string rest = text;
   auto eq = rest.find('=');
   auto at_sign = rest.find('@');
-  if (eq != std::string::npos && (at_sign == std::string::npos || eq < at_sign)) {
+  if (method && eq != std::string::npos && (at_sign == std::string::npos || eq < at_sign)) {
     spec.method = rest.substr(0, eq);
     rest = rest.substr(eq + 1);
   }
@@ -51,17 +52,10 @@ InputSpec parse_input_spec(const std::string& text) {
   return spec;
 }
 
-InputSpec parse_artifact_spec(const std::string& text) {
-  InputSpec spec;
-  spec.text = text;
-  if (text.empty()) fail(ErrorCode::usage, "empty PATH argument");
-  std::error_code ec;
-  if (std::filesystem::exists(text, ec)) {
-    spec.path = text;
-    return spec;
-  }
-  split_data(text, text, spec);
-  return spec;
-}
+}  // namespace
+
+InputSpec parse_input_spec(const std::string& text) { return parse_spec(text, true, "INPUT"); }
+
+InputSpec parse_artifact_spec(const std::string& text) { return parse_spec(text, false, "PATH"); }
 
 }  // namespace ptepack

@@ -14,6 +14,7 @@
 #include <random>
 #include <string>
 #include <vector>
+#include "test_fixtures.h"
 #include "test_support.h"
 
 #include "ptepack/base/error.h"
@@ -56,10 +57,8 @@ void pack_examples(const fs::path& output, std::optional<uint64_t> cap,
 
 // Shard files of a packed directory, as its manifest lists them.
 std::vector<fs::path> shards_of(const fs::path& dir) {
-  auto manifest =
-      ptepack::parse_manifest(ptepack::test::file_bytes(dir / "manifest.json"), "manifest.json");
   std::vector<fs::path> out;
-  for (const auto& shard : manifest.shards) out.push_back(dir / shard.file);
+  for (const auto& file : ptepack::test::listed_shards(dir)) out.push_back(dir / file);
   return out;
 }
 
