@@ -57,11 +57,10 @@ std::string shard_over_limits(const std::string& file, uint64_t size, uint64_t p
                               size_t stored, const ShardingOptions& options) {
   if (options.max_shard_bytes) {
     const uint64_t cap = *options.max_shard_bytes;
-    const bool payload = options.cap_mode == CapMode::payload;
-    const uint64_t measured = payload ? payload_bytes : size;
+    const uint64_t measured = cap_measure(options.cap_mode, size, payload_bytes);
     if (measured > cap && !(options.oversize_own_shard && stored == 1)) {
       return fmt::format("its shard {} holds {} {} bytes, over --max-shard-bytes {}", file,
-                         measured, payload ? "payload" : "file", cap);
+                         measured, cap_mode_name(options.cap_mode), cap);
     }
   }
   if (options.max_shard_tensors && stored > *options.max_shard_tensors) {

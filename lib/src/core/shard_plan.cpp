@@ -441,9 +441,9 @@ bool Planner::place_first_fit(size_t g, const GroupCost& cost) {
 // A new shard starts from the exact layout of its first group.
 void Planner::open_shard(size_t g, const GroupCost& cost) {
   auto layout = exact_layout({g});
-  bool fits_alone = !options_.max_shard_bytes ||
-                    (options_.cap_mode == CapMode::payload ? cost.payload : layout.file_size) <=
-                        *options_.max_shard_bytes;
+  const bool fits_alone =
+      !options_.max_shard_bytes ||
+      cap_measure(options_.cap_mode, layout.file_size, cost.payload) <= *options_.max_shard_bytes;
   if (!fits_alone && !options_.oversize_own_shard) {
     fail(ErrorCode::conflict, "{}", oversize_message(tensors_, groups_, g, options_));
   }

@@ -131,29 +131,7 @@ void BaseRelease::plan(const std::vector<StoredTensor>& tensors, const PackOptio
   }
 }
 
-std::vector<StorageGroup> BaseRelease::groups_to_place(
-    const std::vector<StorageGroup>& groups) const {
-  if (reuse_.shards.empty()) return groups;
-  return unserved_groups(groups, reuse_);
-}
-
-void BaseRelease::add_to_summary(PackSummary& summary) const {
-  std::vector<ShardSummary> reused;
-  for (const auto& r : reuse_.shards) {
-    const auto& s = old_->shards[r.old_index];
-    ShardSummary out{s.file, s.size, s.payload_bytes, r.live};
-    out.reused = true;
-    out.stale_bytes = r.stale_bytes;
-    reused.push_back(std::move(out));
-  }
-  summary.shards.insert(summary.shards.begin(), std::make_move_iterator(reused.begin()),
-                        std::make_move_iterator(reused.end()));
-  for (const auto& r : reuse_.shards) summary.output_bytes += old_->shards[r.old_index].size;
-}
-
-void BaseRelease::write(const std::vector<StoredTensor>& tensors, const ShardingOptions& sharding,
-                        const fs::path& dir, AtomicOutput& output, Progress* progress,
-                        Manifest& manifest) const {
+void BaseRelease::copy_kept(const fs::path& dir, AtomicOutput& output, Progress* progress) const {
   // One read of each file: copied and hashed in the same pass.
   for (size_t r = 0; r < reuse_.shards.size(); ++r) {
     const auto& s = old_->shards[reuse_.shards[r].old_index];
@@ -170,33 +148,15 @@ void BaseRelease::write(const std::vector<StoredTensor>& tensors, const Sharding
     }
     file.finish(s.size, OutputFile::Durability::at_commit);
   }
-  for (const auto& r : reuse_.shards) {
-    const auto& s = old_->shards[r.old_index];
-    manifest.shards.push_back({s.file, s.sha256, s.size, s.payload_bytes, r.live, r.stale});
-    manifest.total_size += s.payload_bytes;
-    const uint64_t measured = sharding.cap_mode == CapMode::payload ? s.payload_bytes : s.size;
-    if (sharding.max_shard_bytes && measured > *sharding.max_shard_bytes)
-      manifest.oversize_own_shard = true;  // plan() admitted it alone (--oversize own-shard)
-  }
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    const size_t r = reuse_.served_by[t];
-    if (r == ReusePlan::npos) continue;
-    const auto& nt = tensors[t];
-    const auto& file = old_->shards[reuse_.shards[r].old_index].file;
-    ManifestTensor mt{file,          nt.sha256, nt.data.bytes.size, nt.data.dtype,
-                      nt.data.shape, nt.is_mutable, old_->tensors.at(nt.key).alias_of,
-                      nt.data.dim_order, nt.data.opaque};
-    manifest.tensors.emplace(nt.key, std::move(mt));
-  }
 }
 
-void BaseRelease::summarize(const std::vector<StoredTensor>& tensors, const Manifest* written,
-                            PackSummary& summary) const {
+void BaseRelease::summarize(const std::vector<StoredTensor>& tensors, const DirectoryPlan& plan,
+                            const Manifest* written, PackSummary& summary) const {
   BaseSummary b;
   b.path = dir_.string();
   b.fresh_reason = reuse_.fresh_reason;
   b.shards_reused = reuse_.shards.size();
-  b.shards_new = summary.shards.size() - reuse_.shards.size();
+  b.shards_new = plan.placed.size();
   for (const auto& r : reuse_.shards) b.stale_bytes += r.stale_bytes;
   // Keys placed again beside a copy a reused shard keeps under another key.
   std::set<Digest> in_reused;

@@ -7,6 +7,7 @@
 
 #include "ptepack/containers/manifest.h"
 #include "core/base_reuse.h"
+#include "core/directory_plan.h"
 #include "ptepack/core/storage.h"
 #include "ptepack/io/output_file.h"
 #include "ptepack/io/progress.h"
@@ -37,26 +38,18 @@ class BaseRelease {
   // placement otherwise). Notes go to the summary.
   void plan(const std::vector<StoredTensor>& tensors, const PackOptions& options,
             PackSummary& summary);
-  // NEW's groups without what the reused shards serve: what goes to new shards.
-  [[nodiscard]] std::vector<StorageGroup> groups_to_place(
-      const std::vector<StorageGroup>& groups) const;
-  // Puts the reused shards first in summary.shards (after lay_out_shards
-  // filled it with the new ones) and adds their sizes to output_bytes.
-  void add_to_summary(PackSummary& summary) const;
-  [[nodiscard]] size_t reused_count() const { return reuse_.shards.size(); }
+  // The plan's decision and the manifest it was made on (plan_directory takes both).
+  [[nodiscard]] const ReusePlan& reuse() const { return reuse_; }
+  [[nodiscard]] const Manifest& manifest() const { return *old_; }
 
-  // Copies every reused shard into `dir`, hashing it as it is read: a file
+  // Copies every kept shard into `dir`, hashing it as it is read: a file
   // whose SHA-256 is not OLD's is an error naming it (nothing is committed).
-  // Adds the shards (first) and the keys they serve to `manifest`, and marks it
-  // "oversize" when a reused shard is over NEW's cap (--oversize own-shard).
-  void write(const std::vector<StoredTensor>& tensors, const ShardingOptions& sharding,
-             const std::filesystem::path& dir, AtomicOutput& output, Progress* progress,
-             Manifest& manifest) const;
+  void copy_kept(const std::filesystem::path& dir, AtomicOutput& output, Progress* progress) const;
 
-  // The summary's base figures from NEW's complete manifest (or, in a dry run,
-  // without one: no download figure).
-  void summarize(const std::vector<StoredTensor>& tensors, const Manifest* written,
-                 PackSummary& summary) const;
+  // The summary's base figures from NEW's plan and complete manifest (or, in a
+  // dry run, without one: no download figure).
+  void summarize(const std::vector<StoredTensor>& tensors, const DirectoryPlan& plan,
+                 const Manifest* written, PackSummary& summary) const;
 
   // Every path pack reads from OLD (the output may be none of them).
   void add_read_paths(std::vector<std::filesystem::path>& paths) const;

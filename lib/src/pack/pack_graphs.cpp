@@ -171,8 +171,8 @@ class GraphWriter {
       confirmed_ = confirm_package(prepared_, speculation, &progress_, summary_);
       return true;
     }
-    auto speculation = write_directory_while_hashing(prepared_, options_, *output_,
-                                                             &progress_, summary_, hash);
+    auto speculation =
+        write_directory_while_hashing(prepared_, options_, *output_, &progress_, hash);
     if (!speculation) return false;
     confirmed_ = confirm_directory(prepared_, *speculation, options_, *output_,
                                            &progress_, summary_);

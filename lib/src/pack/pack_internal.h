@@ -13,6 +13,7 @@
 #include "pack/base_release.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/containers/manifest.h"
+#include "core/directory_plan.h"
 #include "core/file_content.h"
 #include "ptepack/core/storage.h"
 #include "ptepack/io/output_file.h"
@@ -95,12 +96,6 @@ void predict_digests(std::vector<StoredTensor>& tensors);
 void write_directory(PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
                      Progress* progress, PackSummary& summary);
 
-// A directory's dedup groups, shard plan and shard layouts.
-struct DirectoryLayout {
-  std::vector<StorageGroup> groups;
-  std::vector<PlannedShard> plan;
-  std::vector<FileContent> contents;
-};
 // What a directory's writer wrote under temporary names.
 struct WrittenFiles {
   Digest program{};
@@ -109,8 +104,7 @@ struct WrittenFiles {
 };
 // A directory written on predicted dedup groups, and what the writer summarized.
 struct DirectorySpeculation {
-  DirectoryLayout layout;
-  PackSummary summary;
+  DirectoryPlan plan;
   WrittenFiles files;
   std::exception_ptr write_error;  // raised only if the prediction holds
 };
@@ -121,7 +115,7 @@ struct DirectorySpeculation {
 // caller hashes and plans as usual, so the error comes in its usual order).
 [[nodiscard]] std::optional<DirectorySpeculation> write_directory_while_hashing(
     PreparedPack& prepared, const PackOptions& options, AtomicOutput& output, Progress* progress,
-    const PackSummary& summary, const std::function<void()>& hash);
+    const std::function<void()>& hash);
 // True when the real digests give the predicted groups: the shards written are
 // then byte for byte what write_directory writes; they are named and the
 // manifest written, and `summary` gets its figures (or the writer's error is
@@ -156,23 +150,28 @@ struct PackStart {
 uint64_t write_manifest(const PackOptions& options, const std::filesystem::path& dir,
                         const std::string& display, Manifest& manifest,
                         const ReleaseStamp& stamp);
-// plan_shards, with the output named in its errors.
-[[nodiscard]] std::vector<PlannedShard> plan_for_output(const std::vector<StoredTensor>& tensors,
-                                                        const std::vector<StorageGroup>& groups,
-                                                        const PackOptions& options);
-// Exact layout of every planned shard; fills summary.shards and adds to output_bytes.
-[[nodiscard]] std::vector<FileContent> lay_out_shards(const std::vector<StoredTensor>& tensors,
-                                                      const std::vector<StorageGroup>& groups,
-                                                      const std::vector<PlannedShard>& plan,
-                                                      const PackOptions& options,
-                                                      PackSummary& summary);
-// Writes the shards under content names, in parallel; fills their names into
-// summary (planned shard s is summary.shards[first + s]) and the manifest's
-// shard fields, shards, tensors and weight_map.
-void write_shards(const std::vector<StoredTensor>& tensors, const std::vector<StorageGroup>& groups,
-                  const std::vector<PlannedShard>& plan, const std::vector<FileContent>& contents,
-                  const PackOptions& options, AtomicOutput& output, Progress* progress,
-                  PackSummary& summary, Manifest& manifest, size_t first = 0);
+// The output's one directory plan (plan_directory; with --base, on its reuse
+// plan), with the output named in its errors.
+[[nodiscard]] DirectoryPlan plan_for_output(const std::vector<StoredTensor>& tensors,
+                                            const std::vector<StorageGroup>& groups,
+                                            const ProgramUse& use, const PackOptions& options,
+                                            const BaseRelease* base);
+// Writes a plan's new shards in parallel under temporary names (.shard-N.tmp),
+// each hashed as it streams; their digests.
+[[nodiscard]] std::vector<Digest> write_shard_files(const DirectoryPlan& plan,
+                                                    const PackOptions& options,
+                                                    AtomicOutput& output, Progress* progress,
+                                                    const std::stop_token& stop = {});
+// Copies --base's kept shards, describes the written plan in `manifest`
+// (describe_directory) and renames the new shards to the names it gives them.
+void finish_shards(const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors,
+                   const std::vector<Digest>& digests, const PackOptions& options,
+                   const BaseRelease* base, AtomicOutput& output, Progress* progress,
+                   Manifest& manifest);
+// The summary's shards (in manifest order, named from the `written` manifest,
+// or unnamed in a dry run), their bytes added to output_bytes, and each
+// program's shard count and (written) list: derived from the plan alone.
+void summarize_shards(const DirectoryPlan& plan, const Manifest* written, PackSummary& summary);
 
 // True when PATH is a .pte program or a directory (or manifest) of programs.
 [[nodiscard]] bool holds_pte(const std::filesystem::path& path);

@@ -9,7 +9,6 @@
 #include "pack/pack_internal.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
-#include "core/sharing_sets.h"
 #include "pte/externalize.h"
 #include "pte/merge.h"
 
@@ -180,30 +179,24 @@ PackSummary inline_one(const PackOptions& options, Inputs& in, const RangeDigest
   return summary;
 }
 
-// The shard plan of a directory of programs: by sharing set (two or more
-// programs, --placement sets) or one first-fit over everything.
-std::vector<PlannedShard> plan_programs(const std::vector<StoredTensor>& tensors,
-                                        const std::vector<StorageGroup>& groups,
-                                        const ExternalizedSet& set, const PackOptions& options) {
-  if (set.programs.size() < 2 || options.placement == Placement::single) {
-    return plan_for_output(tensors, groups, options);
-  }
-  // Who uses each tensor: the programs whose key lists name it (both sorted by key).
-  std::vector<SharingSet> users(tensors.size());
+// Who reads each tensor: the programs whose key lists name it (both sorted by
+// key); placed by sharing set for two or more programs unless --placement single.
+ProgramUse program_use(const std::vector<StoredTensor>& tensors, const ExternalizedSet& set,
+                       const PackOptions& options) {
+  ProgramUse use;
+  use.programs = set.programs.size();
+  use.by_sharing_set = use.programs >= 2 && options.placement != Placement::single;
+  use.users.resize(tensors.size());
   for (uint32_t p = 0; p < set.programs.size(); ++p) {
     auto t = tensors.begin();
     for (const auto& key : set.programs[p].keys) {
       t = std::lower_bound(t, tensors.end(), key,
                            [](const StoredTensor& x, const std::string& k) { return x.key < k; });
-      if (t != tensors.end() && t->key == key) users[static_cast<size_t>(t - tensors.begin())].push_back(p);
+      if (t != tensors.end() && t->key == key)
+        use.users[static_cast<size_t>(t - tensors.begin())].push_back(p);
     }
   }
-  try {
-    return plan_shards_by_set(tensors, groups, sharing_sets(tensors, groups, users),
-                              options.sharding);
-  } catch (const Error& e) {
-    throw Error(e.code(), options.output.string() + ": " + e.what());  // name the output
-  }
+  return use;
 }
 
 // The merged program's file name: -o NAME.pte, --merge NAME.pte, or the one input's.
@@ -247,12 +240,8 @@ void merge_sources(const PackOptions& options, Inputs& in, RangeDigests& digests
 // programs rewritten to name them.
 struct PlannedPrograms {
   ExternalizedSet set;
-  std::vector<StorageGroup> groups;  // what new shards hold
-  std::vector<PlannedShard> plan;
-  std::vector<FileContent> contents;
-  size_t reused = 0;  // shards of --base kept, listed first
+  DirectoryPlan plan;
   std::vector<FileContent> programs;
-  std::vector<std::vector<size_t>> needs;  // per program, the shards it loads
 };
 
 // The programs read, each method's origin and the notes in the summary, the
@@ -276,9 +265,10 @@ void prepare_sources(const PackOptions& options, Inputs& in, RangeDigests& diges
   }
 }
 
-// Keys moved out, grouped, the base's shards kept, the rest placed and laid out.
-PlannedPrograms plan_directory(const PackOptions& options, Inputs& in, RangeDigests& digests,
-                               Progress& progress, PackSummary& summary) {
+// Keys moved out, grouped, and the directory planned: the base's shards kept,
+// the rest placed and laid out.
+PlannedPrograms plan_pte_directory(const PackOptions& options, Inputs& in, RangeDigests& digests,
+                                   Progress& progress, PackSummary& summary) {
   PlannedPrograms planned;
   auto& base = in.base;
   PreviousKeys previous;
@@ -290,44 +280,29 @@ PlannedPrograms plan_directory(const PackOptions& options, Inputs& in, RangeDige
       summary.renames.insert(summary.renames.end(), p.renames.begin(), p.renames.end());
   }
   const auto& tensors = planned.set.tensors;
-  planned.groups = group_tensors(tensors, DedupRule::bytes);
-  summarize_groups(tensors, planned.groups, summary, &progress);
-  if (base) {
-    base->plan(tensors, options, summary);
-    planned.groups = base->groups_to_place(planned.groups);
-  }
-  planned.plan = plan_programs(tensors, planned.groups, planned.set, options);
-  planned.contents = lay_out_shards(tensors, planned.groups, planned.plan, options, summary);
-  planned.reused = base ? base->reused_count() : 0;
-  if (base) base->add_to_summary(summary);
+  auto groups = group_tensors(tensors, DedupRule::bytes);
+  summarize_groups(tensors, groups, summary, &progress);
+  if (base) base->plan(tensors, options, summary);
+  planned.plan = plan_for_output(tensors, groups, program_use(tensors, planned.set, options),
+                                 options, base.get());
   return planned;
 }
 
-// Each program rewritten to load its keys from the shards, and the shards it needs.
+// Each program rewritten to load its keys from the shards.
 void rewrite_programs(const PackOptions& options, const Inputs& in, PlannedPrograms& planned,
                       PackSummary& summary) {
-  std::map<std::string, size_t> shard_of;
-  for (size_t s = 0; s < summary.shards.size(); ++s) {
-    for (const auto& key : summary.shards[s].keys) shard_of.emplace(key, s);
-  }
-  planned.needs.resize(in.sources.size());
   for (size_t p = 0; p < in.sources.size(); ++p) {
     auto& rewrite = planned.set.programs[p].rewrite;
     rewrite.alignment = options.sharding.alignment;
     planned.programs.push_back(program_content(pte::rewrite(in.sources[p].file->program, rewrite)));
-    std::set<size_t> shards;
-    for (const auto& key : planned.set.programs[p].keys) shards.insert(shard_of.at(key));
-    auto& needs = planned.needs[p];
-    needs.assign(shards.begin(), shards.end());
     summary.programs.push_back(program_summary(in.sources[p], planned.programs.back().size));
-    summary.programs.back().shard_count = needs.size();
     summary.output_bytes += planned.programs.back().size;
-    if (needs.size() > 1) {
+    if (const size_t needs = planned.plan.program_shards[p].size(); needs > 1) {
       summary.notes.push_back(fmt::format(
           "{} needs {} data files: C++ Module(program, {{files...}}) on ExecuTorch 1.1+ loads "
           "them; ExecuTorch 1.0 and the Python bindings take one (pack with --placement "
           "single and without --max-shard-bytes for one)",
-          in.sources[p].file->file, needs.size()));
+          in.sources[p].file->file, needs));
     }
   }
 }
@@ -337,15 +312,11 @@ void rewrite_programs(const PackOptions& options, const Inputs& in, PlannedProgr
 void write_programs_directory(const PackOptions& options, Inputs& in,
                               const PlannedPrograms& planned, Progress& progress,
                               PackSummary& summary) {
-  const auto& tensors = planned.set.tensors;
   AtomicOutput output(options.output, AtomicOutput::Kind::directory);
   const auto& dir = output.temp_path();
   auto display = [&](const std::string& name) { return output.display_name(name); };
   Manifest manifest;
   manifest.version = kManifestProgramsVersion;
-  // Recorded where it changes the plan: two or more programs.
-  if (options.placement == Placement::single && in.sources.size() > 1)
-    manifest.placement_single = true;
   for (size_t p = 0; p < in.sources.size(); ++p) {
     const auto& name = in.sources[p].file->file;
     OutputFile file(dir / name, display(name));
@@ -358,20 +329,13 @@ void write_programs_directory(const PackOptions& options, Inputs& in,
                                  {},
                                  planned.set.programs[p].named_keys});
   }
-  if (in.base) in.base->write(tensors, options.sharding, dir, output, &progress, manifest);
-  write_shards(tensors, planned.groups, planned.plan, planned.contents, options, output, &progress,
-               summary, manifest, planned.reused);
-  for (size_t p = 0; p < in.sources.size(); ++p) {
-    for (size_t s : planned.needs[p]) {
-      manifest.programs[p].shards.push_back(summary.shards[s].file);
-      summary.programs[p].shards.push_back(summary.shards[s].file);
-      // With two or more programs each shard names the programs that list it.
-      if (in.sources.size() > 1) manifest.shards[s].programs.push_back(manifest.programs[p].file);
-    }
-  }
+  const auto digests = write_shard_files(planned.plan, options, output, &progress);
+  finish_shards(planned.plan, planned.set.tensors, digests, options, in.base.get(), output,
+                &progress, manifest);
+  summarize_shards(planned.plan, &manifest, summary);
   summary.output_bytes +=
       write_manifest(options, dir, display("manifest.json"), manifest, in.stamp);
-  if (in.base) in.base->summarize(tensors, &manifest, summary);
+  if (in.base) in.base->summarize(planned.set.tensors, planned.plan, &manifest, summary);
   in.directories.finish_bytes();  // hashing may still show progress until here
   progress.stop();
   output.commit();
@@ -385,10 +349,11 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
     progress.stop();
     return out;
   }
-  auto planned = plan_directory(options, in, digests, progress, summary);
+  auto planned = plan_pte_directory(options, in, digests, progress, summary);
   rewrite_programs(options, in, planned, summary);
   if (options.dry_run) {
-    if (in.base) in.base->summarize(planned.set.tensors, nullptr, summary);
+    summarize_shards(planned.plan, nullptr, summary);
+    if (in.base) in.base->summarize(planned.set.tensors, planned.plan, nullptr, summary);
     progress.stop();
     return summary;
   }

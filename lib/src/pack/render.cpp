@@ -69,7 +69,7 @@ void shards_text(PackText& t, const PackSummary& s) {
                          : std::string("none")));
   for (size_t i = 0; i < s.shards.size() && (t.verbose || i < kListed); ++i) {
     const auto& sh = s.shards[i];
-    uint64_t measured = s.sharding.cap_mode == CapMode::file ? sh.size : sh.payload_bytes;
+    uint64_t measured = cap_measure(s.sharding.cap_mode, sh.size, sh.payload_bytes);
     t.line(fmt::format(
         "  #{:<3} {:<40} {:>12} bytes  payload {:>12}  {} keys{}{}", i + 1,
         sh.file.empty() ? std::string("(named from content when written)") : sh.file, sh.size,

@@ -16,6 +16,8 @@ namespace ptepack {
 // A shard's content name: PREFIX-<first 16 hex digits of its SHA-256>.ptd|.safetensors.
 [[nodiscard]] std::string shard_file_name(std::string_view prefix, std::string_view sha256_hex,
                                           ShardFormat format);
+// The prefix of shard file names when --shard-prefix is not given.
+inline constexpr std::string_view kDefaultShardPrefix = "weights";
 // The file name extension of a shard format, with its dot.
 [[nodiscard]] std::string_view shard_extension(ShardFormat format);
 

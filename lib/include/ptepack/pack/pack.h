@@ -45,7 +45,7 @@ struct PackOptions {
   unsigned jobs = 0;  // 0: all cores
   ShardingOptions sharding;
   Placement placement = Placement::sets;
-  std::string shard_prefix = "weights";
+  std::string shard_prefix{kDefaultShardPrefix};
   // --base OLD: the previous release (a packed directory or its manifest.json),
   // whose shard files are kept whole where they still fit (docs/shard-planner.md).
   std::optional<std::filesystem::path> base;

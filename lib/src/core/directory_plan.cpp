@@ -1,0 +1,195 @@
+// One plan for every directory output: kept shards, new shards, each program's list.
+#include "core/directory_plan.h"
+
+#include <algorithm>
+
+#include "core/shard_layout.h"
+#include "ptepack/base/error.h"
+
+namespace ptepack {
+namespace {
+
+constexpr size_t npos = DirectoryPlan::npos;
+
+// OLD's shards `reuse` keeps, as the new manifest lists them, and what they serve.
+void keep_shards(const ReusePlan& reuse, const Manifest& old,
+                 const std::vector<StoredTensor>& tensors, DirectoryPlan& plan) {
+  for (const auto& r : reuse.shards) {
+    const auto& s = old.shards[r.old_index];
+    plan.kept.push_back({s.file, s.sha256, s.size, s.payload_bytes, r.live, r.stale});
+    plan.kept_stale_bytes.push_back(r.stale_bytes);
+  }
+  plan.kept_by = reuse.served_by;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (plan.kept_by[t] == ReusePlan::npos) continue;
+    const auto& alias_of = old.tensors.at(tensors[t].key).alias_of;
+    if (alias_of) plan.kept_aliases.emplace(tensors[t].key, *alias_of);
+  }
+}
+
+// The new shards placed: by sharing set, or one first-fit over every group.
+std::vector<PlannedShard> place(const std::vector<StoredTensor>& tensors,
+                                const std::vector<StorageGroup>& groups, const ProgramUse& use,
+                                const ShardingOptions& options) {
+  if (!use.by_sharing_set) return plan_shards(tensors, groups, options);
+  return plan_shards_by_set(tensors, groups, sharing_sets(tensors, groups, use.users), options);
+}
+
+// Every new shard's exact bytes and keys.
+void lay_out(const std::vector<StoredTensor>& tensors, const ShardingOptions& options,
+             DirectoryPlan& plan) {
+  plan.contents.resize(plan.placed.size());
+  plan.keys.resize(plan.placed.size());
+  for (size_t s = 0; s < plan.placed.size(); ++s) {
+    auto layout = layout_shard(tensors, plan.groups, plan.placed[s].groups, options);
+    auto& content = plan.contents[s];
+    content.size = layout.file_size;
+    content.pieces.push_back({0, std::move(layout.head), {}});
+    for (const auto& p : layout.placements)
+      content.pieces.push_back({p.offset, {}, tensors[p.tensor].data.bytes});
+    plan.keys[s] = std::move(layout.keys);
+    if (options.max_shard_bytes && options.cap_mode == CapMode::file && !plan.placed[s].oversize &&
+        content.size > *options.max_shard_bytes) {
+      fail(ErrorCode::internal, "shard {} of {} bytes exceeds the planned cap {}", s + 1,
+           content.size, *options.max_shard_bytes);
+    }
+  }
+}
+
+// Each program's shards: those holding a tensor it reads.
+void list_program_shards(const std::vector<StoredTensor>& tensors, const ProgramUse& use,
+                         DirectoryPlan& plan) {
+  if (use.programs == 0) return;
+  std::vector<size_t> shard_of(tensors.size(), npos);
+  for (size_t t = 0; t < plan.kept_by.size(); ++t) {
+    if (plan.kept_by[t] != ReusePlan::npos) shard_of[t] = plan.kept_by[t];
+  }
+  for (size_t s = 0; s < plan.placed.size(); ++s) {
+    for (size_t g : plan.placed[s].groups) {
+      for (size_t member : plan.groups[g].members) shard_of[member] = plan.kept.size() + s;
+    }
+  }
+  plan.program_shards.resize(use.programs);
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    for (uint32_t p : use.users[t]) plan.program_shards[p].push_back(shard_of[t]);
+  }
+  for (auto& shards : plan.program_shards) {
+    std::sort(shards.begin(), shards.end());
+    shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
+  }
+}
+
+}  // namespace
+
+uint64_t DirectoryPlan::shard_size(size_t s) const {
+  return s < kept.size() ? kept[s].size : contents[s - kept.size()].size;
+}
+
+uint64_t DirectoryPlan::shard_payload(size_t s) const {
+  return s < kept.size() ? kept[s].payload_bytes : placed[s - kept.size()].payload_bytes;
+}
+
+DirectoryPlan plan_directory(const std::vector<StoredTensor>& tensors,
+                             const std::vector<StorageGroup>& groups, const ProgramUse& use,
+                             const ShardingOptions& options, const ReusePlan& reuse,
+                             const Manifest* old) {
+  DirectoryPlan plan;
+  if (old != nullptr && !reuse.shards.empty()) {
+    keep_shards(reuse, *old, tensors, plan);
+    plan.groups = unserved_groups(groups, reuse);
+  } else {
+    plan.groups = groups;
+  }
+  plan.placed = place(tensors, plan.groups, use, options);
+  lay_out(tensors, options, plan);
+  list_program_shards(tensors, use, plan);
+  plan.placement_single = use.programs > 1 && !use.by_sharing_set;
+  return plan;
+}
+
+namespace {
+
+// The shard options a manifest records (docs/manifest.md).
+void describe_options(const DirectoryPlan& plan, const ShardingOptions& options,
+                      const std::string& prefix, Manifest& manifest) {
+  manifest.shard_format = options.format;
+  manifest.max_shard_bytes = options.max_shard_bytes;
+  manifest.cap_mode = options.cap_mode;
+  // The options a lone repack takes (apply_recorded_options), when not the default.
+  if (options.format == ShardFormat::ptd && options.alignment != ShardingOptions{}.alignment)
+    manifest.alignment = options.alignment;
+  if (prefix != kDefaultShardPrefix) manifest.shard_prefix = prefix;
+  manifest.placement_single = plan.placement_single;
+  manifest.max_shard_tensors = options.max_shard_tensors;
+  // Recorded only when a shard is over the cap, so outputs without one stay the same.
+  manifest.oversize_own_shard =
+      std::any_of(plan.placed.begin(), plan.placed.end(),
+                  [](const PlannedShard& s) { return s.oversize; }) ||
+      std::any_of(plan.kept.begin(), plan.kept.end(), [&](const ManifestShard& s) {
+        return options.max_shard_bytes &&  // admitted alone by plan_reuse (--oversize own-shard)
+               cap_measure(options.cap_mode, s.size, s.payload_bytes) > *options.max_shard_bytes;
+      });
+}
+
+ManifestTensor tensor_entry(const StoredTensor& t, const std::string& shard) {
+  return {shard,        t.sha256, t.data.bytes.size, t.data.dtype, t.data.shape,
+          t.is_mutable, {},       t.data.dim_order,  t.data.opaque};
+}
+
+// The tensors the kept shards serve, with OLD's aliases, then those of the new shards.
+void describe_tensors(const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors,
+                      Manifest& manifest) {
+  for (size_t t = 0; t < plan.kept_by.size(); ++t) {
+    if (plan.kept_by[t] == ReusePlan::npos) continue;
+    auto entry = tensor_entry(tensors[t], plan.kept[plan.kept_by[t]].file);
+    if (auto alias = plan.kept_aliases.find(tensors[t].key); alias != plan.kept_aliases.end())
+      entry.alias_of = alias->second;
+    manifest.tensors.emplace(tensors[t].key, std::move(entry));
+  }
+  for (size_t s = 0; s < plan.placed.size(); ++s) {
+    const auto& file = manifest.shards[plan.kept.size() + s].file;
+    for (size_t g : plan.placed[s].groups) {
+      const auto& members = plan.groups[g].members;
+      for (size_t index : members) {
+        auto entry = tensor_entry(tensors[index], file);
+        if (index != members[0]) entry.alias_of = tensors[members[0]].key;
+        manifest.tensors.emplace(tensors[index].key, std::move(entry));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void describe_directory(const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors,
+                        const std::vector<Digest>& digests, const ShardingOptions& options,
+                        const std::string& prefix, Manifest& manifest) {
+  if (digests.size() != plan.placed.size()) {
+    fail(ErrorCode::internal, "{} shard digests for {} planned shards", digests.size(),
+         plan.placed.size());
+  }
+  describe_options(plan, options, prefix, manifest);
+  for (const auto& s : plan.kept) {
+    manifest.shards.push_back(s);
+    manifest.total_size += s.payload_bytes;
+  }
+  for (size_t s = 0; s < plan.placed.size(); ++s) {
+    auto hex = to_hex(digests[s]);
+    auto name = shard_file_name(prefix, hex, options.format);
+    manifest.shards.push_back(
+        {name, hex, plan.contents[s].size, plan.placed[s].payload_bytes, plan.keys[s]});
+    manifest.total_size += plan.placed[s].payload_bytes;
+  }
+  describe_tensors(plan, tensors, manifest);
+  if (manifest.programs.size() != plan.program_shards.size()) return;
+  for (size_t p = 0; p < manifest.programs.size(); ++p) {
+    for (size_t s : plan.program_shards[p]) {
+      manifest.programs[p].shards.push_back(manifest.shards[s].file);
+      // With two or more programs each shard names the programs that list it.
+      if (manifest.programs.size() > 1)
+        manifest.shards[s].programs.push_back(manifest.programs[p].file);
+    }
+  }
+}
+
+}  // namespace ptepack
