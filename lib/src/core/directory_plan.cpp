@@ -71,6 +71,9 @@ void list_program_shards(const std::vector<StoredTensor>& tensors, const Program
   }
   plan.program_shards.resize(use.programs);
   for (size_t t = 0; t < tensors.size(); ++t) {
+    if (shard_of[t] == npos) {
+      fail(ErrorCode::internal, "{}: no planned shard holds it", quote(tensors[t].key));
+    }
     for (uint32_t p : use.users[t]) plan.program_shards[p].push_back(shard_of[t]);
   }
   for (auto& shards : plan.program_shards) {
