@@ -9,6 +9,14 @@
 namespace ptepack {
 namespace {
 
+using Sink = std::function<void(std::string_view)>;
+constexpr size_t kPiece = size_t{1} << 20;
+
+// Hands the text so far to `sink` (when streaming) once a piece is full.
+void drain(JsonWriter& w, const Sink* sink) {
+  if (sink != nullptr && w.pending() >= kPiece) w.drain(*sink);
+}
+
 void write_programs(JsonWriter& w, const Manifest& m) {
   if (m.version != kManifestProgramsVersion) {
     w.key("program");
@@ -37,7 +45,7 @@ void write_programs(JsonWriter& w, const Manifest& m) {
   w.end_array();
 }
 
-void write_shards(JsonWriter& w, const Manifest& m) {
+void write_shards(JsonWriter& w, const Manifest& m, const Sink* sink) {
   w.key("shards");
   w.begin_array();
   for (const auto& s : m.shards) {
@@ -57,11 +65,12 @@ void write_shards(JsonWriter& w, const Manifest& m) {
       w.strings(s.stale);
     }
     w.end_object();
+    drain(w, sink);
   }
   w.end_array();
 }
 
-void write_tensors(JsonWriter& w, const Manifest& m) {
+void write_tensors(JsonWriter& w, const Manifest& m, const Sink* sink) {
   w.key("tensors");
   w.begin_object();
   for (const auto& [key, t] : m.tensors) {
@@ -81,14 +90,13 @@ void write_tensors(JsonWriter& w, const Manifest& m) {
     w.numbers(t.shape);
     w.field("shard", t.shard);
     w.end_object();
+    drain(w, sink);
   }
   w.end_object();
 }
 
-}  // namespace
-
-std::string manifest_to_json(const Manifest& m) {
-  JsonWriter w;
+// Every field in schema order; with a sink, the text handed over piece by piece.
+void render(JsonWriter& w, const Manifest& m, const Sink* sink) {
   w.begin_object();
   if (m.alignment) w.field("alignment", *m.alignment);
   if (m.base_manifest_sha256) w.field("base_manifest_sha256", *m.base_manifest_sha256);
@@ -111,20 +119,34 @@ std::string manifest_to_json(const Manifest& m) {
   if (m.release) w.field("release", *m.release);
   w.field("shard_format", shard_format_name(m.shard_format));
   if (m.shard_prefix) w.field("shard_prefix", *m.shard_prefix);
-  write_shards(w, m);
+  write_shards(w, m, sink);
   w.key("state");
   w.strings(m.state);
-  write_tensors(w, m);
+  write_tensors(w, m, sink);
   w.field("version", m.version);
   w.key("weight_map");
   w.begin_object();
   for (const auto& [key, file] : weight_map_of(m)) {
     w.key(key);
     w.value(file);
+    drain(w, sink);
   }
   w.end_object();
   w.end_object();
+}
+
+}  // namespace
+
+std::string manifest_to_json(const Manifest& m) {
+  JsonWriter w;
+  render(w, m, nullptr);
   return std::move(w).finish();
+}
+
+void write_manifest_json(const Manifest& m, const Sink& sink) {
+  JsonWriter w;
+  render(w, m, &sink);
+  sink(std::move(w).finish());
 }
 
 }  // namespace ptepack

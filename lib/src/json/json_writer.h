@@ -66,6 +66,13 @@ class JsonWriter {
   // Streaming: the text written so far, handed over; the writer keeps its place.
   [[nodiscard]] size_t pending() const { return out_.size(); }
   [[nodiscard]] std::string take() { return std::exchange(out_, std::string()); }
+  // The same without a copy: the text so far handed to `sink`, then cleared
+  // (its memory kept for the next piece).
+  template <typename Sink>
+  void drain(Sink& sink) {
+    sink(std::string_view(out_));
+    out_.clear();
+  }
 
  private:
   void open(char bracket);

@@ -63,14 +63,24 @@ uint64_t write_manifest(const PackOptions& options, const fs::path& dir, const s
                         Manifest& manifest, const ReleaseStamp& stamp) {
   manifest.release = stamp.release;
   manifest.base_manifest_sha256 = stamp.base_manifest_sha256;
-  auto text = manifest_to_json(manifest);
-  check_readable_size(display, text.size(), Limits::max_manifest_bytes);
-  write_small_file(dir / "manifest.json", display, text);
-  if (!options.sign_key) return text.size();
+  // Streamed: written and hashed piece by piece, never one string.
+  OutputFile file(dir / "manifest.json", display);
+  Sha256 hash;
+  uint64_t size = 0;
+  write_manifest_json(manifest, [&](std::string_view piece) {
+    if (size + piece.size() <= Limits::max_manifest_bytes) {  // beyond it, only counted
+      file.write_at(size, piece);
+      hash.update(piece);
+    }
+    size += piece.size();
+  });
+  check_readable_size(display, size, Limits::max_manifest_bytes);
+  file.finish(size, OutputFile::Durability::at_commit);  // a directory output's file
+  if (!options.sign_key) return size;
   const auto key = SigningKey::load(*options.sign_key, options.sign_password);
-  const auto bundle = sign_manifest(key, options.output.filename().string(), manifest, text);
+  const auto bundle = sign_manifest(key, options.output.filename().string(), manifest, hash.finish());
   write_small_file(dir / std::string(kSignatureFileName), display, bundle);
-  return text.size() + bundle.size();
+  return size + bundle.size();
 }
 
 DirectoryPlan plan_for_output(const std::vector<StoredTensor>& tensors,

@@ -19,7 +19,12 @@ namespace fs = std::filesystem;
 
 std::string sign_manifest(const SigningKey& key, const std::string& model_name,
                           const Manifest& manifest, std::string_view manifest_json) {
-  return sign_release(key, model_name, release_signed_files(manifest, sha256(manifest_json)));
+  return sign_manifest(key, model_name, manifest, sha256(manifest_json));
+}
+
+std::string sign_manifest(const SigningKey& key, const std::string& model_name,
+                          const Manifest& manifest, const Digest& manifest_sha256) {
+  return sign_release(key, model_name, release_signed_files(manifest, manifest_sha256));
 }
 
 SignReport sign_directory(const SignOptions& options) {

@@ -143,6 +143,32 @@ TEST_CASE("manifest_to_json equals the DOM's text, byte for byte") {
   CHECK(manifest_to_json(negative) == reference_manifest_json(negative));
 }
 
+TEST_CASE("write_manifest_json hands over manifest_to_json's text in pieces") {
+  // 20,000 tensors: several pieces of about 1 MiB, split between entries.
+  auto m = sample(kManifestProgramsVersion);
+  auto& shard = m.shards.front();
+  for (int i = 0; i < 20000; ++i) {
+    auto key = "layers." + std::to_string(i) + ".weight";
+    shard.keys.push_back(key);
+    m.tensors.emplace(key, tensor("s.ptd", {64, 64}));
+  }
+  std::sort(shard.keys.begin(), shard.keys.end());
+  std::string joined;
+  size_t pieces = 0;
+  write_manifest_json(m, [&](std::string_view piece) {
+    joined += piece;
+    ++pieces;
+  });
+  const auto text = manifest_to_json(m);
+  CHECK(pieces >= 3);
+  CHECK(text.size() > 2 * (size_t{1} << 20));
+  CHECK(joined == text);
+  // A small manifest is one piece.
+  pieces = 0;
+  write_manifest_json(sample(kManifestVersion), [&](std::string_view) { ++pieces; });
+  CHECK(pieces == 1);
+}
+
 TEST_CASE("the reader checks the weight_map against the shards' key lists") {
   Manifest m;
   m.shard_format = ShardFormat::ptd;

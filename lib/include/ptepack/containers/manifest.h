@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -124,6 +125,10 @@ inline constexpr uint64_t kMaxRelease = (uint64_t{1} << 53) - 1;  // exact in ev
 
 // Stable JSON text: fields in schema order, maps sorted, 2-space indent, final newline.
 [[nodiscard]] std::string manifest_to_json(const Manifest& manifest);
+// The same text handed to `sink` in order, in pieces of about 1 MiB: a
+// 100,000-tensor manifest is written without ever being one string.
+void write_manifest_json(const Manifest& manifest,
+                         const std::function<void(std::string_view)>& sink);
 // Strict reader: every field present with the right type, file names plain
 // (no '/', '\\', '..', leading '.', or empty). Errors: invalid_input "<context>: ...".
 [[nodiscard]] Manifest parse_manifest(std::string_view text, const std::string& context);

@@ -36,6 +36,9 @@ struct SignReport {
 // caller already wrote the release: pack --sign signs before its commit).
 [[nodiscard]] std::string sign_manifest(const SigningKey& key, const std::string& model_name,
                                         const Manifest& manifest, std::string_view manifest_json);
+// The same from the SHA-256 of that text (pack hashes it as it writes it).
+[[nodiscard]] std::string sign_manifest(const SigningKey& key, const std::string& model_name,
+                                        const Manifest& manifest, const Digest& manifest_sha256);
 
 [[nodiscard]] std::string render_sign_text(const SignReport& report);
 [[nodiscard]] std::string render_sign_json(const SignReport& report);
