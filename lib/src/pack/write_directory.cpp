@@ -2,6 +2,8 @@
 #include <filesystem>
 
 #include <algorithm>
+#include <exception>
+#include <thread>
 
 #include "pack/base_release.h"
 #include "pack/pack_internal.h"
@@ -16,10 +18,41 @@ namespace ptepack::detail {
 
 namespace fs = std::filesystem;
 
-Digest write_small_file(const fs::path& path, const std::string& display, std::string_view bytes) {
+namespace {
+
+// A directory output's file, whole (made durable at the commit).
+void write_whole_file(const fs::path& path, const std::string& display, std::string_view bytes) {
   OutputFile file(path, display);
   file.write_at(0, bytes);
-  file.finish(bytes.size(), OutputFile::Durability::at_commit);  // a directory output's file
+  file.finish(bytes.size(), OutputFile::Durability::at_commit);
+}
+
+// Runs `first` on a thread of its own while `second` runs on this one. When
+// both fail, first's error is thrown, as if they had run one after the other.
+void run_beside(const std::function<void()>& first, const std::function<void()>& second) {
+  std::exception_ptr first_error;
+  std::exception_ptr second_error;
+  std::jthread thread([&] {
+    try {
+      first();
+    } catch (...) {
+      first_error = std::current_exception();
+    }
+  });
+  try {
+    second();
+  } catch (...) {
+    second_error = std::current_exception();
+  }
+  thread.join();
+  if (first_error) std::rethrow_exception(first_error);
+  if (second_error) std::rethrow_exception(second_error);
+}
+
+}  // namespace
+
+Digest write_small_file(const fs::path& path, const std::string& display, std::string_view bytes) {
+  write_whole_file(path, display, bytes);
   return sha256(bytes);
 }
 
@@ -225,8 +258,26 @@ void write_directory(PreparedPack& prepared, const PackOptions& options, AtomicO
     if (kept != nullptr) kept->summarize(prepared.tensors, plan, nullptr, summary);
     return;
   }
-  auto files = write_files(prepared, plan, options, *output, progress, false);
-  finish_directory(prepared, plan, files, options, *output, summary, kept, progress);
+  if (effective_jobs(options.jobs) <= 1) {
+    auto files = write_files(prepared, plan, options, *output, progress, false);
+    finish_directory(prepared, plan, files, options, *output, summary, kept, progress);
+    return;
+  }
+  // program.ptg is written on a thread of its own, beside the shards and the
+  // manifest: the manifest needs only its digest, taken here first.
+  WrittenFiles files;
+  files.program = sha256(prepared.program_bytes());
+  files.program_size = prepared.program_bytes().size();
+  run_beside(
+      [&] {
+        write_whole_file(output->temp_path() / "program.ptg", output->display_name("program.ptg"),
+                         prepared.program_bytes());
+        prepared.program = {};  // its memory is free once written
+      },
+      [&] {
+        files.shards = write_shard_files(plan, options, *output, progress);
+        finish_directory(prepared, plan, files, options, *output, summary, kept, progress);
+      });
 }
 
 std::optional<DirectorySpeculation> write_directory_while_hashing(
