@@ -139,26 +139,34 @@ ManifestTensor tensor_entry(const StoredTensor& t, const std::string& shard) {
           t.is_mutable, {},       t.data.dim_order,  t.data.opaque};
 }
 
-// The tensors the kept shards serve, with OLD's aliases, then those of the new shards.
+// Every tensor's entry, in key order (the map's, so each goes in at its end):
+// the file of the shard serving it, and its alias (OLD's in a kept shard).
 void describe_tensors(const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors,
                       Manifest& manifest) {
+  std::vector<size_t> shard_of(tensors.size(), npos);
+  std::vector<size_t> owner_of(tensors.size(), npos);  // new shards' aliases: their group owner
   for (size_t t = 0; t < plan.kept_by.size(); ++t) {
-    if (plan.kept_by[t] == ReusePlan::npos) continue;
-    auto entry = tensor_entry(tensors[t], plan.kept[plan.kept_by[t]].file);
-    if (auto alias = plan.kept_aliases.find(tensors[t].key); alias != plan.kept_aliases.end())
-      entry.alias_of = alias->second;
-    manifest.tensors.emplace(tensors[t].key, std::move(entry));
+    if (plan.kept_by[t] != ReusePlan::npos) shard_of[t] = plan.kept_by[t];
   }
   for (size_t s = 0; s < plan.placed.size(); ++s) {
-    const auto& file = manifest.shards[plan.kept.size() + s].file;
     for (size_t g : plan.placed[s].groups) {
       const auto& members = plan.groups[g].members;
       for (size_t index : members) {
-        auto entry = tensor_entry(tensors[index], file);
-        if (index != members[0]) entry.alias_of = tensors[members[0]].key;
-        manifest.tensors.emplace(tensors[index].key, std::move(entry));
+        shard_of[index] = plan.kept.size() + s;
+        if (index != members[0]) owner_of[index] = members[0];
       }
     }
+  }
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (shard_of[t] == npos) continue;
+    auto entry = tensor_entry(tensors[t], manifest.shards[shard_of[t]].file);
+    if (owner_of[t] != npos) {
+      entry.alias_of = tensors[owner_of[t]].key;
+    } else if (shard_of[t] < plan.kept.size()) {
+      if (auto alias = plan.kept_aliases.find(tensors[t].key); alias != plan.kept_aliases.end())
+        entry.alias_of = alias->second;
+    }
+    manifest.tensors.emplace_hint(manifest.tensors.end(), tensors[t].key, std::move(entry));
   }
 }
 
