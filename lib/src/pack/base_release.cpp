@@ -33,7 +33,7 @@ void check_base_path(const fs::path& path) {
 
 }  // namespace
 
-BaseRelease::BaseRelease(const fs::path& path, int version, unsigned jobs) {
+BaseRelease::BaseRelease(const fs::path& path, int version, uint64_t alignment, unsigned jobs) {
   check_base_path(path);
   dir_ = directory_paths(path).dir;
   // OLD is read and checked once, by verify's own directory check (its
@@ -58,6 +58,26 @@ BaseRelease::BaseRelease(const fs::path& path, int version, unsigned jobs) {
          e.what(), path.string(), path.string());
   }
   old_ = check_->manifest();
+  read_shard_facts(alignment);
+  check_->free_tables();  // OLD's tensor tables are not kept for the whole pack
+}
+
+void BaseRelease::read_shard_facts(uint64_t alignment) {
+  facts_.resize(old_->shards.size());
+  for (size_t i = 0; i < old_->shards.size(); ++i) {
+    // Stored tensors as the file holds them (keys sharing bytes count once).
+    std::set<std::pair<uint64_t, uint64_t>> stored;
+    for (const auto& [key, t] : check_->shard_tensors(i)) {
+      stored.emplace(t.bytes.offset, t.bytes.size);
+      if (old_->shard_format == ShardFormat::ptd && t.bytes.size > 0 &&
+          t.bytes.offset % alignment != 0 && facts_[i].unaligned.empty()) {
+        facts_[i].unaligned =
+            fmt::format("its shard {} has tensor {} at offset {}, not on --alignment {}",
+                        old_->shards[i].file, quote(key), t.bytes.offset, alignment);
+      }
+    }
+    facts_[i].stored = stored.size();
+  }
 }
 
 BaseRelease::~BaseRelease() = default;
@@ -106,21 +126,11 @@ void BaseRelease::plan(const std::vector<StoredTensor>& tensors, const PackOptio
       fail_input("{}: name does not end in its manifest SHA-256's 16 digits (the base is damaged)",
                  file->name());
     }
-    const TensorTable& table = check_->shard_tensors(index);
-    // Stored tensors as the file holds them (keys sharing bytes count once); its
-    // payload is the manifest's, which structure() held the file to.
-    std::set<std::pair<uint64_t, uint64_t>> stored;
-    for (const auto& [key, t] : table) {
-      stored.emplace(t.bytes.offset, t.bytes.size);
-      if (old_->shard_format == ShardFormat::ptd && t.bytes.size > 0 &&
-          t.bytes.offset % sharding.alignment != 0 && unfit[r].empty()) {
-        unfit[r] = fmt::format("its shard {} has tensor {} at offset {}, not on --alignment {}",
-                               shard.file, quote(key), t.bytes.offset, sharding.alignment);
-      }
-    }
-    // The limits again, on the stored tensors the file holds (stale ones included).
-    if (auto why = shard_over_limits(shard.file, shard.size, shard.payload_bytes, stored.size(),
-                                     sharding);
+    // The limits again, on the stored tensors the file holds (stale ones
+    // included); its payload is the manifest's, which structure() held the file to.
+    unfit[r] = facts_[index].unaligned;
+    if (auto why = shard_over_limits(shard.file, shard.size, shard.payload_bytes,
+                                     facts_[index].stored, sharding);
         !why.empty()) {
       unfit[r] = std::move(why);
     }

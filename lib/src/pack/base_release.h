@@ -22,8 +22,10 @@ class BaseRelease {
   // Reads OLD (a packed directory or its manifest.json) and checks its
   // structure with verify's directory check, on `jobs` threads: a base of
   // another `version` than the output's kind is a usage error, a damaged one
-  // is refused with verify's problem lines (exit 1).
-  BaseRelease(const std::filesystem::path& path, int version, unsigned jobs);
+  // is refused with verify's problem lines (exit 1). Of the shards' tables
+  // only what plan() needs is kept: each shard's stored tensor count and
+  // whether its segments are on NEW's `alignment`.
+  BaseRelease(const std::filesystem::path& path, int version, uint64_t alignment, unsigned jobs);
   ~BaseRelease();
   BaseRelease(const BaseRelease&) = delete;
   BaseRelease& operator=(const BaseRelease&) = delete;
@@ -62,6 +64,14 @@ class BaseRelease {
   const Manifest* old_ = nullptr;  // the check's
   ReusePlan reuse_;
   std::vector<InputFilePtr> files_;  // per reused shard
+  // Per OLD shard: stored tensors (keys sharing bytes count once), and why its
+  // segments are not on NEW's alignment (empty when they are).
+  struct ShardFacts {
+    size_t stored = 0;
+    std::string unaligned;
+  };
+  std::vector<ShardFacts> facts_;
+  void read_shard_facts(uint64_t alignment);
 };
 
 }  // namespace ptepack::detail

@@ -191,7 +191,8 @@ PackStart start_pack(const PackOptions& options, int version, std::vector<fs::pa
                      const std::vector<Artifact>& inputs) {
   PackStart start;
   if (options.base) {
-    start.base = std::make_unique<BaseRelease>(*options.base, version, options.jobs);
+    start.base = std::make_unique<BaseRelease>(*options.base, version,
+                                               options.sharding.alignment, options.jobs);
     start.base->add_read_paths(read_paths);
   }
   if (!options.dry_run) check_output_target(options, read_paths);

@@ -62,6 +62,10 @@ class DirectoryCheck {
   [[nodiscard]] InputFilePtr shard_file(size_t i) const;
   [[nodiscard]] const TensorTable& shard_tensors(size_t i) const;
   [[nodiscard]] InputFilePtr program_file(size_t p) const;
+  // After structure(), when bytes() will not run (pack --base): frees what
+  // only bytes() reads (the shards' tensor tables, the program, the tensors
+  // to hash). manifest(), shard_file() and program_file() stay.
+  void free_tables();
 
  private:
   struct State;

@@ -134,6 +134,16 @@ InputFilePtr DirectoryCheck::program_file(size_t p) const {
   return p < state_->program_files.size() ? state_->program_files[p] : nullptr;
 }
 
+void DirectoryCheck::free_tables() {
+  auto& s = *state_;
+  for (auto& c : s.contents) c.tensors = {};
+  s.program = {};
+  s.hashed = {};
+  s.ranges = {};
+  s.data = {};
+  s.alias_data = {};
+}
+
 bool DirectoryCheck::structure() {
   auto& s = *state_;
   s.mname = s.paths.manifest.string();
