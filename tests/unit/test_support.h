@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <random>
 #include <string>
 
@@ -19,6 +20,16 @@ namespace ptepack::test {
 inline std::string file_bytes(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Every entry of a directory by name: a file's bytes, or "(directory)".
+inline std::map<std::string, std::string> directory_files(const std::filesystem::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    files.emplace(entry.path().filename().string(),
+                  entry.is_directory() ? "(directory)" : file_bytes(entry.path()));
+  }
+  return files;
 }
 
 inline std::filesystem::path data_path(const std::string& name) {

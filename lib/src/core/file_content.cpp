@@ -106,4 +106,18 @@ StreamResult write_content(OutputFile& out, const FileContent& content,
   return result;
 }
 
+bool same_bytes(const FileContent& a, const FileContent& b) {
+  if (a.size != b.size || a.pieces.size() != b.pieces.size()) return false;
+  for (size_t i = 0; i < a.pieces.size(); ++i) {
+    const auto& x = a.pieces[i];
+    const auto& y = b.pieces[i];
+    if (x.offset != y.offset || x.source.file != y.source.file) return false;
+    if (x.source.file ? (x.source.offset != y.source.offset || x.source.size != y.source.size)
+                      : x.held() != y.held()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace ptepack

@@ -35,6 +35,11 @@ struct FileContent {
   uint64_t size = 0;
 };
 
+// True when both give the same bytes from the same sources: the same size
+// and pieces, each at the same offset with the same held bytes or the same
+// range of the same file.
+[[nodiscard]] bool same_bytes(const FileContent& a, const FileContent& b);
+
 struct StreamOptions {
   bool sha256 = false;                               // digest of the whole file
   std::optional<std::pair<uint64_t, uint64_t>> crc;  // CRC-32 of [begin, end)

@@ -67,6 +67,13 @@ void RangeDigests::set(const ByteRange& range, const Digest& digest) {
   done_[id] = digest;
 }
 
+std::vector<ByteRange> RangeDigests::pending() const {
+  std::vector<ByteRange> ranges;
+  ranges.reserve(pending_.size());
+  for (const auto& [id, range] : pending_) ranges.push_back(range);
+  return ranges;
+}
+
 uint64_t RangeDigests::distinct_bytes() const {
   uint64_t total = 0;
   for (const auto& [id, range] : pending_) total += range.size;
@@ -74,10 +81,7 @@ uint64_t RangeDigests::distinct_bytes() const {
 }
 
 void RangeDigests::compute(unsigned jobs, Progress* progress) {
-  std::vector<ByteRange> ranges;
-  ranges.reserve(pending_.size());
-  for (const auto& [id, range] : pending_) ranges.push_back(range);
-  auto digests = hash_ranges(ranges, jobs, progress);
+  auto digests = hash_ranges(pending(), jobs, progress);
   size_t i = 0;
   for (const auto& [id, range] : pending_) done_.emplace(id, digests[i++]);
   pending_.clear();

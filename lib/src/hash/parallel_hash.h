@@ -34,6 +34,8 @@ class RangeDigests {
   void add(const ByteRange& range);
   // A digest known without hashing (a manifest's, once proven).
   void set(const ByteRange& range, const Digest& digest);
+  // The ranges compute() will hash, in its order.
+  [[nodiscard]] std::vector<ByteRange> pending() const;
   // Distinct bytes to hash (for progress totals).
   [[nodiscard]] uint64_t distinct_bytes() const;
   void compute(unsigned jobs, Progress* progress);

@@ -15,6 +15,7 @@
 #include "ptepack/containers/manifest.h"
 #include "core/directory_plan.h"
 #include "core/file_content.h"
+#include "hash/parallel_hash.h"
 #include "ptepack/core/storage.h"
 #include "ptepack/io/output_file.h"
 #include "ptepack/io/progress.h"
@@ -88,6 +89,9 @@ void write_beside_hashing(const std::function<void(const std::stop_token&)>& wri
 // middle, end; all of it up to 12 KiB); for the others one of their own.
 // Equal bytes get equal predictions; unequal bytes almost always differ.
 void predict_digests(std::vector<StoredTensor>& tensors);
+// The same for every range `digests` has yet to hash (set as if hashed): a
+// sampled digest for a range whose length another shares, one of its own otherwise.
+void predict_digests(RangeDigests& digests);
 // True when both list the same groups with the same members, in order.
 [[nodiscard]] bool same_groups(const std::vector<StorageGroup>& a,
                                const std::vector<StorageGroup>& b);

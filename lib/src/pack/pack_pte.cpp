@@ -5,6 +5,7 @@
 #include <set>
 #include <tuple>
 
+#include "base/parallel.h"
 #include "pack/base_release.h"
 #include "pack/pack_internal.h"
 #include "ptepack/artifact/artifact.h"
@@ -26,9 +27,10 @@ FileContent program_content(const pte::Layout& layout) {
 }
 
 Digest write_file(OutputFile& file, const FileContent& content, Progress* progress,
-                  OutputFile::Durability durability) {
+                  OutputFile::Durability durability, const std::stop_token& stop = {}) {
   StreamOptions stream;
   stream.sha256 = true;
+  stream.stop = stop;
   auto digest = write_content(file, content, stream, progress).sha256;
   file.finish(content.size, durability);
   return digest;
@@ -307,43 +309,135 @@ void rewrite_programs(const PackOptions& options, const Inputs& in, PlannedProgr
   }
 }
 
+// What a directory of programs' writer wrote under temporary names: the
+// programs (under their own names) and the new shards.
+struct WrittenPrograms {
+  std::vector<Digest> programs;
+  std::vector<Digest> shards;
+};
+
+WrittenPrograms write_program_files(const PackOptions& options, const Inputs& in,
+                                    const PlannedPrograms& planned, AtomicOutput& output,
+                                    Progress& progress, const std::stop_token& stop = {}) {
+  WrittenPrograms files;
+  for (size_t p = 0; p < in.sources.size(); ++p) {
+    const auto& name = in.sources[p].file->file;
+    OutputFile file(output.temp_path() / name, output.display_name(name));
+    files.programs.push_back(write_file(file, planned.programs[p], &progress,
+                                        OutputFile::Durability::at_commit, stop));
+  }
+  files.shards = write_shard_files(planned.plan, options, output, &progress, stop);
+  return files;
+}
+
+// A directory of programs written on predicted digests while the real ones
+// are computed (the program-graph path's speculation, docs/format-pte.md).
+struct PteSpeculation {
+  PlannedPrograms planned;
+  std::unique_ptr<AtomicOutput> output;
+  WrittenPrograms files;
+  std::exception_ptr write_error;  // raised only if the prediction holds
+};
+
+// Worth it for a directory of 256 MiB (write_while_hashing_from) or more of
+// .pte programs, each packed as it is, on two or more threads, without
+// --base; a merge and packed directory inputs (whose digests a check proves
+// beside) are written after hashing.
+bool worth_writing_pte_while_hashing(const PackOptions& options, const Inputs& in,
+                                     const RangeDigests& digests) {
+  if (options.dry_run || in.base || effective_jobs(options.jobs) <= 1 ||
+      output_kind(options.output) != OutputKind::directory ||
+      merging(options, in.sources.size(), in.renames)) {
+    return false;
+  }
+  for (const auto& a : in.artifacts) {
+    if (a.kind == ArtifactKind::pte_directory) return false;
+  }
+  return options.write_while_hashing_from != 0 &&
+         digests.distinct_bytes() >= options.write_while_hashing_from;
+}
+
+// Plans the directory on predicted digests (predict_digests) and writes its
+// programs and shards on a thread of their own while `digests` are computed
+// on this one. Nullopt, before anything is hashed, when the predicted plan
+// fails (the real plan then gives its error in its usual order).
+std::optional<PteSpeculation> write_while_hashing(const PackOptions& options, Inputs& in,
+                                                  RangeDigests& digests, Progress& progress) {
+  RangeDigests predicted = digests;
+  predict_digests(predicted);
+  PteSpeculation guess;
+  try {
+    PackSummary scratch;  // the summary takes the real plan's figures
+    guess.planned = plan_pte_directory(options, in, predicted, progress, scratch);
+    rewrite_programs(options, in, guess.planned, scratch);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::internal) throw;  // a bug, on any digests
+    return std::nullopt;
+  }
+  guess.output = std::make_unique<AtomicOutput>(options.output, AtomicOutput::Kind::directory);
+  write_beside_hashing(
+      [&](const std::stop_token& stop) {
+        guess.files = write_program_files(options, in, guess.planned, *guess.output, progress, stop);
+      },
+      [&] { digests.compute(options.jobs, &progress); }, guess.write_error);
+  return guess;
+}
+
+// True when the prediction held: every program and new shard gets the bytes,
+// from the same sources, the real plan gives them.
+bool same_files(const PlannedPrograms& guess, const PlannedPrograms& real) {
+  auto same = [](const std::vector<FileContent>& a, const std::vector<FileContent>& b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), same_bytes);
+  };
+  return same(guess.programs, real.programs) && same(guess.plan.contents, real.plan.contents);
+}
+
 // The programs, the base's kept shards, the new shards and the manifest,
-// committed together.
+// committed together; the files written while hashing when their prediction held.
 void write_programs_directory(const PackOptions& options, Inputs& in,
                               const PlannedPrograms& planned, Progress& progress,
-                              PackSummary& summary) {
-  AtomicOutput output(options.output, AtomicOutput::Kind::directory);
-  const auto& dir = output.temp_path();
-  auto display = [&](const std::string& name) { return output.display_name(name); };
+                              PackSummary& summary, std::optional<PteSpeculation>& guess) {
+  std::unique_ptr<AtomicOutput> output;
+  WrittenPrograms files;
+  if (guess && same_files(guess->planned, planned)) {
+    if (guess->write_error) std::rethrow_exception(guess->write_error);
+    output = std::move(guess->output);
+    files = std::move(guess->files);
+    summary.written_while_hashing = true;
+  } else {
+    if (guess) progress.restart_writes();  // the prediction failed: a fresh output
+    guess.reset();
+    output = std::make_unique<AtomicOutput>(options.output, AtomicOutput::Kind::directory);
+    files = write_program_files(options, in, planned, *output, progress);
+  }
+  const auto& dir = output->temp_path();
   Manifest manifest;
   manifest.version = kManifestProgramsVersion;
   for (size_t p = 0; p < in.sources.size(); ++p) {
-    const auto& name = in.sources[p].file->file;
-    OutputFile file(dir / name, display(name));
-    auto digest =
-        write_file(file, planned.programs[p], &progress, OutputFile::Durability::at_commit);
-    manifest.programs.push_back({name,
-                                 to_hex(digest),
+    manifest.programs.push_back({in.sources[p].file->file,
+                                 to_hex(files.programs[p]),
                                  planned.programs[p].size,
                                  in.sources[p].file->program.plans,
                                  {},
                                  planned.set.programs[p].named_keys});
   }
-  const auto digests = write_shard_files(planned.plan, options, output, &progress);
-  finish_shards(planned.plan, planned.set.tensors, digests, options, in.base.get(), output,
+  finish_shards(planned.plan, planned.set.tensors, files.shards, options, in.base.get(), *output,
                 &progress, manifest);
   summarize_shards(planned.plan, &manifest, summary);
   summary.output_bytes +=
-      write_manifest(options, dir, display("manifest.json"), manifest, in.stamp);
+      write_manifest(options, dir, output->display_name("manifest.json"), manifest, in.stamp);
   if (in.base) in.base->summarize(planned.set.tensors, planned.plan, &manifest, summary);
   in.directories.finish_bytes();  // hashing may still show progress until here
   progress.stop();
-  output.commit();
+  output->commit();
 }
 
 PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& digests,
                         Progress& progress, PackSummary summary) {
-  prepare_sources(options, in, digests, progress, summary);
+  std::optional<PteSpeculation> guess;
+  if (worth_writing_pte_while_hashing(options, in, digests))
+    guess = write_while_hashing(options, in, digests, progress);
+  prepare_sources(options, in, digests, progress, summary);  // hashes what is left
   if (summary.output_kind == OutputKind::program) {
     auto out = inline_one(options, in, digests, progress, std::move(summary));
     progress.stop();
@@ -357,7 +451,7 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
     progress.stop();
     return summary;
   }
-  write_programs_directory(options, in, planned, progress, summary);
+  write_programs_directory(options, in, planned, progress, summary, guess);
   return summary;
 }
 

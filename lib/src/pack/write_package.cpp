@@ -189,6 +189,22 @@ void write_beside_hashing(const std::function<void(const std::stop_token&)>& wri
   writer.join();
 }
 
+void predict_digests(RangeDigests& digests) {
+  const auto ranges = digests.pending();
+  std::unordered_map<uint64_t, uint32_t> per_size;
+  for (const auto& r : ranges) ++per_size[r.size];
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    Digest predicted{};
+    if (per_size[ranges[i].size] > 1) {
+      predicted = sample_fingerprint(ranges[i]);
+    } else {  // its length alone keeps it apart: any digest of its own
+      const uint64_t index = i;
+      std::memcpy(predicted.data(), &index, sizeof index);
+    }
+    digests.set(ranges[i], predicted);
+  }
+}
+
 void predict_digests(std::vector<StoredTensor>& tensors) {
   // For tensors that cannot be duplicates any digest of their own will do:
   // their length alone keeps them apart.

@@ -271,20 +271,6 @@ TEST_CASE("pack writes a large package while hashing: the same bytes, predicted 
   }
 }
 
-namespace {
-
-// Every entry of a directory by name: a file's bytes, or "(directory)".
-std::map<std::string, std::string> directory_files(const std::filesystem::path& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    files.emplace(entry.path().filename().string(),
-                  entry.is_directory() ? "(directory)" : test::file_bytes(entry.path()));
-  }
-  return files;
-}
-
-}  // namespace
-
 TEST_CASE("pack writes a large directory while hashing: the same files, predicted right or not") {
   struct Shape {
     ShardFormat format;
@@ -308,9 +294,9 @@ TEST_CASE("pack writes a large directory while hashing: the same files, predicte
       auto during = run("during", 1);
       CHECK_FALSE(after.written_while_hashing);
       CHECK(during.written_while_hashing == predicted_right);  // else written again
-      auto expected = directory_files(dir / "after");
+      auto expected = test::directory_files(dir / "after");
       CHECK(expected.size() >= 3);                           // program, manifest, shards
-      CHECK((directory_files(dir / "during") == expected));  // not printed: megabytes
+      CHECK((test::directory_files(dir / "during") == expected));  // not printed: megabytes
       CHECK(during.aliases == after.aliases);
       CHECK(during.aliases.size() == (predicted_right ? 2 : 1));
       CHECK(during.output_bytes == after.output_bytes);
@@ -352,7 +338,7 @@ TEST_CASE("a directory whose predicted plan fails where the real one fits is pla
   auto during = run("during", 1, cap, 0);
   CHECK_FALSE(during.written_while_hashing);
   CHECK(during.shards.size() == 2);
-  CHECK((directory_files(dir / "during") == directory_files(dir / "after")));
+  CHECK((test::directory_files(dir / "during") == test::directory_files(dir / "after")));
 }
 
 TEST_CASE("a corrupt input stops a directory written while hashing, leaving nothing") {
@@ -376,7 +362,7 @@ TEST_CASE("a corrupt input stops a directory written while hashing, leaving noth
     file.seekp(at);
     file.put(static_cast<char>(byte ^ 0x10));
   }
-  auto before = directory_files(dir.path());
+  auto before = test::directory_files(dir.path());
   options.inputs = {parse_input_spec((dir / "packed").string())};
   options.output = dir / "repacked";
   options.write_while_hashing_from = 1;
@@ -387,5 +373,5 @@ TEST_CASE("a corrupt input stops a directory written while hashing, leaving noth
     CHECK(e.code() == ErrorCode::verify_failed);
     CHECK_THAT(e.what(), Catch::Contains("bytes do not match the manifest's SHA-256"));
   }
-  CHECK((directory_files(dir.path()) == before));  // no output, no temporary
+  CHECK((test::directory_files(dir.path()) == before));  // no output, no temporary
 }
