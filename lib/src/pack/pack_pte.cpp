@@ -8,6 +8,7 @@
 #include "base/parallel.h"
 #include "pack/base_release.h"
 #include "pack/pack_internal.h"
+#include "pack/pte_inputs.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
 #include "pte/externalize.h"
@@ -36,113 +37,11 @@ Digest write_file(OutputFile& file, const FileContent& content, Progress* progre
   return digest;
 }
 
-struct Inputs {
-  DirectoryInputs directories;
-  std::vector<Artifact> artifacts;
-  std::vector<ProgramSource> sources;
-  std::vector<std::optional<std::string>> renames;  // per source: METHOD=
-  std::vector<fs::path> paths;                      // every file read, for the output check
-  // A merge: the merged program, read back, as the one source.
-  std::optional<pte::Merged> merged;
-  std::unique_ptr<ProgramFile> merged_file;
-  ReleaseStamp stamp;  // the output manifest's release fields
-  std::unique_ptr<BaseRelease> base;  // --base, opened and checked before any input is hashed
-};
-
-void check_method_name(const std::string& name, const std::string& text) {
-  auto problem = method_name_problem(name);
-  if (!problem.empty()) fail(ErrorCode::usage, "{}: {}", text, problem);
-}
-
-// Whether the inputs become one program (docs/rename-rules.md, "Merging .pte
-// programs"): several into a .pte, --merge, or any method renamed or chosen.
-bool merging(const PackOptions& options, size_t programs,
-             const std::vector<std::optional<std::string>>& renames) {
-  if (options.merge || !options.methods.empty()) return true;
-  if (output_kind(options.output) == OutputKind::program && programs > 1) return true;
-  return std::any_of(renames.begin(), renames.end(), [](const auto& r) { return r.has_value(); });
-}
-
-void load_inputs(const PackOptions& options, Inputs& in) {
-  in.directories.reserve(options.inputs.size(), options.jobs);
-  std::vector<std::optional<std::string>> renames;
-  for (size_t i = 0; i < options.inputs.size(); ++i) {
-    const auto& spec = options.inputs[i];
-    const auto& text = spec.text;
-    if (spec.method) check_method_name(*spec.method, text);
-    in.directories.check_structure(i, spec.path);
-    auto artifact = load_artifact(spec.path, spec.data);
-    if (artifact.pte_programs.empty()) {
-      fail(ErrorCode::usage, "{}: a {} cannot be packed together with .pte programs", artifact.name,
-           artifact_kind_name(artifact.kind));
-    }
-    if (spec.method && artifact.pte_programs.size() != 1) {
-      fail(ErrorCode::usage, "{}: METHOD= renames the method of one program; this input holds {}",
-           text, artifact.pte_programs.size());
-    }
-    add_read_paths(artifact, in.paths);
-    in.artifacts.push_back(std::move(artifact));
-    renames.push_back(spec.method);
-  }
-  for (size_t a = 0; a < in.artifacts.size(); ++a) {
-    for (size_t k = 0; k < in.artifacts[a].pte_programs.size(); ++k) {
-      in.renames.push_back(renames[a]);
-    }
-  }
-  const bool merge = merging(options, in.renames.size(), in.renames);
-  if (options.share_state && !merge) {
-    fail(ErrorCode::usage,
-         "{}: --share-state shares mutable buffers between the methods of a merge (-o NAME.pte "
-         "with two or more programs, or --merge NAME.pte)",
-         options.output.string());
-  }
-  if (merge && !options.merge && output_kind(options.output) == OutputKind::directory &&
-      in.renames.size() > 1) {
-    fail(ErrorCode::usage,
-         "{}: renaming or choosing methods of several programs makes them one program: name it "
-         "with --merge NAME.pte (or write -o NAME.pte)",
-         options.output.string());
-  }
-  std::map<std::string, std::string> names;  // file name -> the input that has it
-  for (const auto& a : in.artifacts) {
-    for (const auto& p : a.pte_programs) {
-      std::string display = a.kind == ArtifactKind::pte_directory ? (a.root / p.file).string() : a.name;
-      if (merge) {  // names name no output: the merged program has its own
-        in.sources.push_back({display, &p, &a.data});
-        continue;
-      }
-      if (p.file == "manifest.json" || p.file.ends_with(".ptd") || !is_plain_file_name(p.file)) {
-        fail(ErrorCode::usage,
-             "{}: a program keeps its file name in the output directory, and {} is reserved "
-             "there (manifest.json, .ptd shards); rename the file",
-             display, quote(p.file));
-      }
-      if (auto [first, fresh] = names.emplace(p.file, display); !fresh) {
-        fail(ErrorCode::usage,
-             "{}: {} is a program named {} too, and each keeps its file name in the output "
-             "directory: give one another name (ln -s {} OTHER.pte, then pack OTHER.pte), or "
-             "make them one program with --merge NAME.pte",
-             display, first->second, quote(p.file), display);
-      }
-      in.sources.push_back({display, &p, &a.data});
-    }
-  }
-}
-
-// The digests packed directories record, proven by their checks: not hashed again.
-void add_proven_digests(const Inputs& in, RangeDigests& digests) {
-  for (const auto& a : in.artifacts) {
-    for (const auto& [key, t] : a.data) {
-      if (t.expected_sha256) digests.set(t.bytes, *t.expected_sha256);
-    }
-  }
-}
-
 ProgramSummary program_summary(const ProgramSource& s, uint64_t size) {
   return {s.file->file, s.name, s.file->program.plans, {}, 0, size};
 }
 
-PackSummary inline_one(const PackOptions& options, Inputs& in, const RangeDigests& digests,
+PackSummary inline_one(const PackOptions& options, PteInputs& in, const RangeDigests& digests,
                        Progress& progress, PackSummary summary) {
   if (in.sources.size() != 1) {
     fail(ErrorCode::usage, "{}: a .pte output holds one program; the inputs hold {}",
@@ -202,14 +101,14 @@ ProgramUse program_use(const std::vector<StoredTensor>& tensors, const Externali
 }
 
 // The merged program's file name: -o NAME.pte, --merge NAME.pte, or the one input's.
-std::string merged_file_name(const PackOptions& options, const Inputs& in) {
+std::string merged_file_name(const PackOptions& options, const PteInputs& in) {
   if (output_kind(options.output) == OutputKind::program) return options.output.filename().string();
   if (options.merge) return *options.merge;
   return in.sources.front().file->file;
 }
 
 // The inputs' chosen methods made one program, read back as the one source.
-void merge_sources(const PackOptions& options, Inputs& in, RangeDigests& digests,
+void merge_sources(const PackOptions& options, PteInputs& in, RangeDigests& digests,
                    Progress& progress, PackSummary& summary) {
   std::vector<pte::MergeInput> inputs;
   std::vector<std::string> names;
@@ -248,7 +147,7 @@ struct PlannedPrograms {
 
 // The programs read, each method's origin and the notes in the summary, the
 // merge made when asked for.
-void prepare_sources(const PackOptions& options, Inputs& in, RangeDigests& digests,
+void prepare_sources(const PackOptions& options, PteInputs& in, RangeDigests& digests,
                      Progress& progress, PackSummary& summary) {
   digests.compute(options.jobs, &progress);
   for (const auto& s : in.sources) {
@@ -269,7 +168,7 @@ void prepare_sources(const PackOptions& options, Inputs& in, RangeDigests& diges
 
 // Keys moved out, grouped, and the directory planned: the base's shards kept,
 // the rest placed and laid out.
-PlannedPrograms plan_pte_directory(const PackOptions& options, Inputs& in, RangeDigests& digests,
+PlannedPrograms plan_pte_directory(const PackOptions& options, PteInputs& in, RangeDigests& digests,
                                    Progress& progress, PackSummary& summary) {
   PlannedPrograms planned;
   auto& base = in.base;
@@ -291,7 +190,7 @@ PlannedPrograms plan_pte_directory(const PackOptions& options, Inputs& in, Range
 }
 
 // Each program rewritten to load its keys from the shards.
-void rewrite_programs(const PackOptions& options, const Inputs& in, PlannedPrograms& planned,
+void rewrite_programs(const PackOptions& options, const PteInputs& in, PlannedPrograms& planned,
                       PackSummary& summary) {
   for (size_t p = 0; p < in.sources.size(); ++p) {
     auto& rewrite = planned.set.programs[p].rewrite;
@@ -316,7 +215,7 @@ struct WrittenPrograms {
   std::vector<Digest> shards;
 };
 
-WrittenPrograms write_program_files(const PackOptions& options, const Inputs& in,
+WrittenPrograms write_program_files(const PackOptions& options, const PteInputs& in,
                                     const PlannedPrograms& planned, AtomicOutput& output,
                                     Progress& progress, const std::stop_token& stop = {}) {
   WrittenPrograms files;
@@ -343,7 +242,7 @@ struct PteSpeculation {
 // .pte programs, each packed as it is, on two or more threads, without
 // --base; a merge and packed directory inputs (whose digests a check proves
 // beside) are written after hashing.
-bool worth_writing_pte_while_hashing(const PackOptions& options, const Inputs& in,
+bool worth_writing_pte_while_hashing(const PackOptions& options, const PteInputs& in,
                                      const RangeDigests& digests) {
   if (options.dry_run || in.base || effective_jobs(options.jobs) <= 1 ||
       output_kind(options.output) != OutputKind::directory ||
@@ -361,7 +260,7 @@ bool worth_writing_pte_while_hashing(const PackOptions& options, const Inputs& i
 // programs and shards on a thread of their own while `digests` are computed
 // on this one. Nullopt, before anything is hashed, when the predicted plan
 // fails (the real plan then gives its error in its usual order).
-std::optional<PteSpeculation> write_while_hashing(const PackOptions& options, Inputs& in,
+std::optional<PteSpeculation> write_while_hashing(const PackOptions& options, PteInputs& in,
                                                   RangeDigests& digests, Progress& progress) {
   RangeDigests predicted = digests;
   predict_digests(predicted);
@@ -394,7 +293,7 @@ bool same_files(const PlannedPrograms& guess, const PlannedPrograms& real) {
 
 // The programs, the base's kept shards, the new shards and the manifest,
 // committed together; the files written while hashing when their prediction held.
-void write_programs_directory(const PackOptions& options, Inputs& in,
+void write_programs_directory(const PackOptions& options, PteInputs& in,
                               const PlannedPrograms& planned, Progress& progress,
                               PackSummary& summary, std::optional<PteSpeculation>& guess) {
   std::unique_ptr<AtomicOutput> output;
@@ -432,7 +331,7 @@ void write_programs_directory(const PackOptions& options, Inputs& in,
   output->commit();
 }
 
-PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& digests,
+PackSummary pack_loaded(const PackOptions& options, PteInputs& in, RangeDigests& digests,
                         Progress& progress, PackSummary summary) {
   std::optional<PteSpeculation> guess;
   if (worth_writing_pte_while_hashing(options, in, digests))
@@ -457,21 +356,6 @@ PackSummary pack_loaded(const PackOptions& options, Inputs& in, RangeDigests& di
 
 }  // namespace
 
-bool holds_pte(const fs::path& path) {
-  std::error_code ec;
-  auto status = fs::status(path, ec);
-  if (ec || !fs::exists(status)) return false;
-  if (fs::is_directory(status) || path.filename() == "manifest.json") {
-    // One that cannot be read is left to the program-graph front end, whose reader says why.
-    return manifest_version_of(directory_paths(path).manifest) ==
-           static_cast<uint64_t>(kManifestProgramsVersion);
-  }
-  if (!fs::is_regular_file(status)) return false;
-  auto file = InputFile::open(path);
-  if (file->size() < 8) return false;
-  return pte::looks_like_pte(file->read_range(0, 8));
-}
-
 PackSummary pack_pte(const PackOptions& options) {
   const std::string first = options.inputs.front().path.string();
   if (options.sharding.format != ShardFormat::ptd) {
@@ -485,7 +369,7 @@ PackSummary pack_pte(const PackOptions& options) {
          "or a .pte",
          options.output.string(), first);
   }
-  Inputs in;
+  PteInputs in;
   load_inputs(options, in);
   auto start = start_pack(options, kManifestProgramsVersion, in.paths, in.artifacts);
   in.base = std::move(start.base);
