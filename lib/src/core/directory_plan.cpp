@@ -94,8 +94,8 @@ uint64_t DirectoryPlan::shard_payload(size_t s) const {
 
 DirectoryPlan plan_directory(const std::vector<StoredTensor>& tensors,
                              const std::vector<StorageGroup>& groups, const ProgramUse& use,
-                             const ShardingOptions& options, const ReusePlan& reuse,
-                             const Manifest* old) {
+                             const ShardingOptions& options, const std::string& output,
+                             const ReusePlan& reuse, const Manifest* old) {
   DirectoryPlan plan;
   if (old != nullptr && !reuse.shards.empty()) {
     keep_shards(reuse, *old, tensors, plan);
@@ -103,7 +103,12 @@ DirectoryPlan plan_directory(const std::vector<StoredTensor>& tensors,
   } else {
     plan.groups = groups;
   }
-  plan.placed = place(tensors, plan.groups, use, options);
+  try {
+    plan.placed = place(tensors, plan.groups, use, options);
+  } catch (const Error& e) {
+    if (output.empty()) throw;
+    throw Error(e.code(), output + ": " + e.what());  // the output named in the message
+  }
   lay_out(tensors, options, plan);
   list_program_shards(tensors, use, plan);
   plan.placement_single = use.programs > 1 && !use.by_sharing_set;

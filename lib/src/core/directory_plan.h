@@ -58,10 +58,12 @@ struct DirectoryPlan {
 // without --base), then NEW's `groups` (owner-key order) less what they serve,
 // placed by deterministic first-fit (within sharing sets when
 // use.by_sharing_set) and laid out, and each program's shard list. Throws the
-// planner's errors (a group no shard can hold). Pure: no I/O.
+// planner's errors (a group no shard can hold), prefixed with "`output`: "
+// when `output` is not empty, and the layout's. Pure: no I/O.
 [[nodiscard]] DirectoryPlan plan_directory(const std::vector<StoredTensor>& tensors,
                                            const std::vector<StorageGroup>& groups,
                                            const ProgramUse& use, const ShardingOptions& options,
+                                           const std::string& output = {},
                                            const ReusePlan& reuse = {},
                                            const Manifest* old = nullptr);
 

@@ -135,11 +135,12 @@ class GraphWriter {
     for (size_t i = 0; i < digests.size(); ++i) prepared_.tensors[hashed_[i]].sha256 = digests[i];
   }
 
+  [[nodiscard]] AtomicOutput::Kind output_kind_of() const {
+    return summary_.output_kind == OutputKind::package ? AtomicOutput::Kind::file
+                                                       : AtomicOutput::Kind::directory;
+  }
   [[nodiscard]] std::unique_ptr<AtomicOutput> make_output() const {
-    return std::make_unique<AtomicOutput>(options_.output,
-                                          summary_.output_kind == OutputKind::package
-                                              ? AtomicOutput::Kind::file
-                                              : AtomicOutput::Kind::directory);
+    return std::make_unique<AtomicOutput>(options_.output, output_kind_of());
   }
 
   // A large output is written while it is hashed, on the dedup groups
@@ -149,21 +150,11 @@ class GraphWriter {
   // an input's error then still comes first, as when hashing comes first.
   // Returns whether it was tried (hash() then ran).
   bool try_write_while_hashing() {
-    std::error_code ec;
-    auto target = options_.output;  // `-o out/` names `out`, as AtomicOutput reads it
-    if (target.filename().empty()) target = target.parent_path();
-    const auto parent = target.parent_path();
     if (options_.dry_run || effective_jobs(options_.jobs) <= 1 || options_.base ||
-        !(parent.empty() || fs::is_directory(parent, ec)) ||
-        !worth_writing_while_hashing(prepared_.tensors,
-                                             options_.write_while_hashing_from))
+        !worth_writing_while_hashing(prepared_.tensors, options_.write_while_hashing_from))
       return false;
-    try {
-      output_ = make_output();
-    } catch (const Error&) {
-      output_.reset();
-      return false;
-    }
+    output_ = output_before_hashing(options_, output_kind_of());
+    if (!output_) return false;
     auto hash = [this] { this->hash(); };
     if (summary_.output_kind == OutputKind::package) {
       auto speculation = write_package_while_hashing(prepared_, *output_, &progress_,

@@ -59,6 +59,14 @@ struct PackageSpeculation {
 // and little to sample.
 [[nodiscard]] bool worth_writing_while_hashing(const std::vector<StoredTensor>& tensors,
                                                uint64_t from_bytes);
+// The same for the ranges `digests` has yet to hash (the .pte front end).
+[[nodiscard]] bool worth_writing_while_hashing(const RangeDigests& digests, uint64_t from_bytes);
+// The output, made before its inputs are hashed so it can be written while they
+// are; null when its parent directory is missing (making it would leave
+// directories behind an input's error) or it cannot be made (that error then
+// comes in its usual place, after hashing).
+[[nodiscard]] std::unique_ptr<AtomicOutput> output_before_hashing(const PackOptions& options,
+                                                                  AtomicOutput::Kind kind);
 
 // Predicts the package's dedup groups from samples of the bytes of every
 // tensor whose length another shares (writing each tensor's prediction into
@@ -155,7 +163,7 @@ uint64_t write_manifest(const PackOptions& options, const std::filesystem::path&
                         const std::string& display, Manifest& manifest,
                         const ReleaseStamp& stamp);
 // The output's one directory plan (plan_directory; with --base, on its reuse
-// plan), with the output named in its errors.
+// plan), with the output named in its placement errors.
 [[nodiscard]] DirectoryPlan plan_for_output(const std::vector<StoredTensor>& tensors,
                                             const std::vector<StorageGroup>& groups,
                                             const ProgramUse& use, const PackOptions& options,
@@ -166,12 +174,12 @@ uint64_t write_manifest(const PackOptions& options, const std::filesystem::path&
                                                     const PackOptions& options,
                                                     AtomicOutput& output, Progress* progress,
                                                     const std::stop_token& stop = {});
-// Copies --base's kept shards, describes the written plan in `manifest`
-// (describe_directory) and renames the new shards to the names it gives them.
+// Describes the written plan in `manifest` (describe_directory) and renames
+// the new shards to the names it gives them (--base's kept shards are copied
+// by BaseRelease::copy_kept).
 void finish_shards(const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors,
                    const std::vector<Digest>& digests, const PackOptions& options,
-                   const BaseRelease* base, AtomicOutput& output, Progress* progress,
-                   Manifest& manifest);
+                   AtomicOutput& output, Manifest& manifest);
 // The summary's shards (in manifest order, named from the `written` manifest,
 // or unnamed in a dry run), their bytes added to output_bytes, and each
 // program's shard count and (written) list: derived from the plan alone.

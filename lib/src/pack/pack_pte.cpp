@@ -225,6 +225,7 @@ WrittenPrograms write_program_files(const PackOptions& options, const PteInputs&
     files.programs.push_back(write_file(file, planned.programs[p], &progress,
                                         OutputFile::Durability::at_commit, stop));
   }
+  if (in.base) in.base->copy_kept(output.temp_path(), output, &progress);
   files.shards = write_shard_files(planned.plan, options, output, &progress, stop);
   return files;
 }
@@ -252,19 +253,21 @@ bool worth_writing_pte_while_hashing(const PackOptions& options, const PteInputs
   for (const auto& a : in.artifacts) {
     if (a.kind == ArtifactKind::pte_directory) return false;
   }
-  return options.write_while_hashing_from != 0 &&
-         digests.distinct_bytes() >= options.write_while_hashing_from;
+  return worth_writing_while_hashing(digests, options.write_while_hashing_from);
 }
 
 // Plans the directory on predicted digests (predict_digests) and writes its
 // programs and shards on a thread of their own while `digests` are computed
-// on this one. Nullopt, before anything is hashed, when the predicted plan
-// fails (the real plan then gives its error in its usual order).
+// on this one. Nullopt, before anything is hashed, when the output cannot be
+// made yet (output_before_hashing) or the predicted plan fails (the real plan
+// then gives its error in its usual order).
 std::optional<PteSpeculation> write_while_hashing(const PackOptions& options, PteInputs& in,
                                                   RangeDigests& digests, Progress& progress) {
+  PteSpeculation guess;
+  guess.output = output_before_hashing(options, AtomicOutput::Kind::directory);
+  if (!guess.output) return std::nullopt;
   RangeDigests predicted = digests;
   predict_digests(predicted);
-  PteSpeculation guess;
   try {
     PackSummary scratch;  // the summary takes the real plan's figures
     guess.planned = plan_pte_directory(options, in, predicted, progress, scratch);
@@ -273,7 +276,6 @@ std::optional<PteSpeculation> write_while_hashing(const PackOptions& options, Pt
     if (e.code() == ErrorCode::internal) throw;  // a bug, on any digests
     return std::nullopt;
   }
-  guess.output = std::make_unique<AtomicOutput>(options.output, AtomicOutput::Kind::directory);
   write_beside_hashing(
       [&](const std::stop_token& stop) {
         guess.files = write_program_files(options, in, guess.planned, *guess.output, progress, stop);
@@ -320,8 +322,7 @@ void write_programs_directory(const PackOptions& options, PteInputs& in,
                                  {},
                                  planned.set.programs[p].named_keys});
   }
-  finish_shards(planned.plan, planned.set.tensors, files.shards, options, in.base.get(), *output,
-                &progress, manifest);
+  finish_shards(planned.plan, planned.set.tensors, files.shards, options, *output, manifest);
   summarize_shards(planned.plan, &manifest, summary);
   summary.output_bytes +=
       write_manifest(options, dir, output->display_name("manifest.json"), manifest, in.stamp);

@@ -119,13 +119,10 @@ uint64_t write_manifest(const PackOptions& options, const fs::path& dir, const s
 DirectoryPlan plan_for_output(const std::vector<StoredTensor>& tensors,
                               const std::vector<StorageGroup>& groups, const ProgramUse& use,
                               const PackOptions& options, const BaseRelease* base) {
-  try {
-    if (base == nullptr) return plan_directory(tensors, groups, use, options.sharding);
-    return plan_directory(tensors, groups, use, options.sharding, base->reuse(), &base->manifest());
-  } catch (const Error& e) {
-    throw Error(e.code(),
-                options.output.string() + ": " + e.what());  // name the output in the message
-  }
+  const auto output = options.output.string();
+  if (base == nullptr) return plan_directory(tensors, groups, use, options.sharding, output);
+  return plan_directory(tensors, groups, use, options.sharding, output, base->reuse(),
+                        &base->manifest());
 }
 
 void summarize_shards(const DirectoryPlan& plan, const Manifest* written, PackSummary& summary) {
@@ -169,10 +166,8 @@ std::vector<Digest> write_shard_files(const DirectoryPlan& plan, const PackOptio
 
 void finish_shards(const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors,
                    const std::vector<Digest>& digests, const PackOptions& options,
-                   const BaseRelease* base, AtomicOutput& output, Progress* progress,
-                   Manifest& manifest) {
+                   AtomicOutput& output, Manifest& manifest) {
   const auto& dir = output.temp_path();
-  if (base != nullptr) base->copy_kept(dir, output, progress);
   describe_directory(plan, tensors, digests, options.sharding, options.shard_prefix, manifest);
   for (size_t s = 0; s < plan.placed.size(); ++s) {
     const auto& name = manifest.shards[plan.kept.size() + s].file;
@@ -229,7 +224,8 @@ void finish_directory(const PreparedPack& prepared, const DirectoryPlan& plan,
   auto display = [&](const std::string& name) { return output.display_name(name); };
   Manifest manifest;
   manifest.program = {"program.ptg", to_hex(files.program), files.program_size};
-  finish_shards(plan, tensors, files.shards, options, base, output, progress, manifest);
+  if (base != nullptr) base->copy_kept(dir, output, progress);
+  finish_shards(plan, tensors, files.shards, options, output, manifest);
   manifest.state.assign(prepared.merged.state.begin(), prepared.merged.state.end());
   summary.output_bytes = files.program_size;
   summarize_shards(plan, &manifest, summary);

@@ -154,19 +154,54 @@ void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress*
   write_package_file(prepared, groups, output, progress, summary);
 }
 
+namespace {
+
+// At least `from_bytes` to hash (0: never), of which sampling every possible
+// duplicate (up to kSampledBytes each) reads a small part.
+bool worth_predicting(uint64_t total, uint64_t sampled, uint64_t from_bytes) {
+  return from_bytes != 0 && total >= from_bytes && sampled <= total / 64;
+}
+
+}  // namespace
+
 bool worth_writing_while_hashing(const std::vector<StoredTensor>& tensors, uint64_t from_bytes) {
-  if (from_bytes == 0) return false;
   uint64_t total = 0;
   for (const auto& t : tensors) total += t.data.bytes.size;
-  if (total < from_bytes) return false;
-  // Sampling reads up to kSampledBytes of every possible duplicate: worth it
-  // only where that is a small part of what hashing reads.
   auto candidate = may_have_duplicates(tensors);
   uint64_t sampled = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (candidate[i]) sampled += std::min(tensors[i].data.bytes.size, kSampledBytes);
   }
-  return sampled <= total / 64;
+  return worth_predicting(total, sampled, from_bytes);
+}
+
+bool worth_writing_while_hashing(const RangeDigests& digests, uint64_t from_bytes) {
+  const auto ranges = digests.pending();
+  std::unordered_map<uint64_t, uint32_t> per_size;
+  uint64_t total = 0;
+  for (const auto& r : ranges) {
+    ++per_size[r.size];
+    total += r.size;
+  }
+  uint64_t sampled = 0;
+  for (const auto& r : ranges) {
+    if (per_size[r.size] > 1) sampled += std::min(r.size, kSampledBytes);
+  }
+  return worth_predicting(total, sampled, from_bytes);
+}
+
+std::unique_ptr<AtomicOutput> output_before_hashing(const PackOptions& options,
+                                                    AtomicOutput::Kind kind) {
+  std::error_code ec;
+  auto target = options.output;  // `-o out/` names `out`, as AtomicOutput reads it
+  if (target.filename().empty()) target = target.parent_path();
+  const auto parent = target.parent_path();
+  if (!(parent.empty() || std::filesystem::is_directory(parent, ec))) return nullptr;
+  try {
+    return std::make_unique<AtomicOutput>(options.output, kind);
+  } catch (const Error&) {
+    return nullptr;
+  }
 }
 
 void write_beside_hashing(const std::function<void(const std::stop_token&)>& write,

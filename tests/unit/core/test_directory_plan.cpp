@@ -137,7 +137,7 @@ TEST_CASE("directory plan: --base's kept shards come first and serve their keys"
   auto reuse = plan_reuse(tensors, old, options, "weights");
   REQUIRE(reuse.shards.size() == 1);
   ProgramUse use{1, {{0}, {0}, {0}, {0}}, false};
-  auto plan = plan_directory(tensors, groups, use, options, reuse, &old);
+  auto plan = plan_directory(tensors, groups, use, options, {}, reuse, &old);
   REQUIRE(plan.kept.size() == 1);
   CHECK(plan.kept[0].file == old.shards[0].file);
   CHECK(plan.kept[0].keys == std::vector<std::string>{"c", "d", "e"});
@@ -178,6 +178,12 @@ TEST_CASE("directory plan: the planner's refusal and a digest count that does no
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::conflict);
     CHECK(std::string(e.what()).find("big") != std::string::npos);
+  }
+  try {  // the output named in front, when given
+    (void)plan_directory(tensors, groups, {}, options, "out");
+    FAIL("a tensor over the cap was planned");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).rfind("out: ", 0) == 0);
   }
   options.max_shard_bytes.reset();
   auto plan = plan_directory(tensors, groups, {}, options);

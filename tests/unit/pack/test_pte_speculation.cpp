@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/shard_layout.h"
 #include "ptepack/pack/pack.h"
 #include "ptepack/pte/pte.h"
 #include "test_fixtures.h"
@@ -38,11 +39,50 @@ std::filesystem::path patched_mlp(const std::filesystem::path& dir, bool equal) 
   return path;
 }
 
-PackSummary pack_with(const std::vector<std::filesystem::path>& inputs,
-                      const std::filesystem::path& output, uint64_t write_while_hashing_from,
-                      std::optional<uint64_t> cap, unsigned jobs = 2) {
+// A .ptd of named data the MLP's delegates may read: entries of distinct
+// lengths (so no prediction samples them) that make hashing worth a prediction.
+std::filesystem::path extra_data(const std::filesystem::path& dir) {
+  const std::vector<uint64_t> sizes{(2 << 20) + 16, (2 << 20) + 32, (2 << 20) + 48};
+  std::string blob;
+  test::Xorshift random(7);
+  for (uint64_t size : sizes) {
+    for (uint64_t i = 0; i < size; ++i) blob += static_cast<char>(random(256));
+  }
+  const auto blob_path = dir / "extra.bin";
+  std::ofstream(blob_path, std::ios::binary) << blob;
+  auto file = InputFile::open(blob_path);
+  std::vector<StoredTensor> tensors;
+  uint64_t offset = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    StoredTensor t;
+    t.key = "extra." + std::to_string(i);
+    t.data.shape = {static_cast<int64_t>(sizes[i])};
+    t.data.bytes = ByteRange{file, offset, sizes[i]};
+    t.data.opaque = true;
+    t.sha256.fill(static_cast<uint8_t>(i + 1));  // distinct: one group each
+    tensors.push_back(std::move(t));
+    offset += sizes[i];
+  }
+  const auto groups = group_tensors(tensors, DedupRule::bytes);
+  std::vector<size_t> all(groups.size());
+  for (size_t g = 0; g < all.size(); ++g) all[g] = g;
+  const auto layout = layout_shard(tensors, groups, all, ShardingOptions{});
+  std::string bytes = layout.head;
+  bytes.resize(layout.file_size);
+  for (const auto& p : layout.placements) {
+    const auto& range = tensors[p.tensor].data.bytes;
+    bytes.replace(p.offset, range.size, blob.substr(range.offset, range.size));
+  }
+  const auto path = dir / "extra.ptd";
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+PackSummary pack_with(const std::vector<std::string>& inputs, const std::filesystem::path& output,
+                      uint64_t write_while_hashing_from, std::optional<uint64_t> cap,
+                      unsigned jobs = 2) {
   PackOptions options;
-  for (const auto& input : inputs) options.inputs.push_back(parse_input_spec(input.string()));
+  for (const auto& input : inputs) options.inputs.push_back(parse_input_spec(input));
   options.output = output;
   options.jobs = jobs;
   options.write_while_hashing_from = write_while_hashing_from;
@@ -55,12 +95,13 @@ PackSummary pack_with(const std::vector<std::filesystem::path>& inputs,
 TEST_CASE("pack writes a .pte directory while hashing: the same files, predicted right or not") {
   const std::optional<uint64_t> uncapped;
   for (bool equal : {true, false}) {
-    for (auto cap : {uncapped, std::optional<uint64_t>(uint64_t{1} << 20)}) {
+    for (auto cap : {uncapped, std::optional<uint64_t>(uint64_t{3} << 20)}) {
       for (bool two : {false, true}) {
         CAPTURE(equal, cap.has_value(), two);
         test::TempDir dir;
-        std::vector<std::filesystem::path> inputs{patched_mlp(dir.path(), equal)};
-        if (two) inputs.push_back(test::pte_fixture("xnnpack_conv.pte"));
+        std::vector<std::string> inputs{patched_mlp(dir.path(), equal).string() + "@" +
+                                        extra_data(dir.path()).string()};
+        if (two) inputs.push_back(test::pte_fixture("xnnpack_conv.pte").string());
         const auto after = pack_with(inputs, dir.path() / "after", 0, cap);
         const auto during = pack_with(inputs, dir.path() / "during", 1, cap);
         CHECK((test::directory_files(dir.path() / "during") ==
@@ -77,11 +118,16 @@ TEST_CASE("pack writes a .pte directory while hashing: the same files, predicted
   }
 }
 
-TEST_CASE("a .pte directory is written after hashing on one thread and below the threshold") {
+TEST_CASE(
+    "a .pte directory is written after hashing: one thread, below the threshold, costly samples") {
   test::TempDir dir;
-  const auto input = patched_mlp(dir.path(), true);
+  const auto input = patched_mlp(dir.path(), true).string() + "@" + extra_data(dir.path()).string();
   CHECK_FALSE(pack_with({input}, dir.path() / "one", 1, std::nullopt, 1).written_while_hashing);
-  CHECK_FALSE(
-      pack_with({input}, dir.path() / "below", uint64_t{1} << 40, std::nullopt).written_while_hashing);
+  CHECK_FALSE(pack_with({input}, dir.path() / "below", uint64_t{1} << 40, std::nullopt)
+                  .written_while_hashing);
   CHECK(test::directory_files(dir.path() / "one") == test::directory_files(dir.path() / "below"));
+  // The MLP alone: its ten 256 KiB entries of one length would be sampled, 4.6 % of what
+  // is hashed (more than 1/64): not worth a prediction.
+  const auto alone = patched_mlp(dir.path(), true).string();
+  CHECK_FALSE(pack_with({alone}, dir.path() / "alone", 1, std::nullopt).written_while_hashing);
 }
