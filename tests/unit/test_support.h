@@ -7,11 +7,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <map>
 #include <random>
 #include <string>
 
 #include "ptepack/artifact/artifact.h"
+#include "ptepack/containers/manifest.h"
 #include "ptepack/core/storage.h"
 
 namespace ptepack::test {
@@ -47,6 +49,20 @@ inline StoredTensor stored_tensor(const std::string& key, uint64_t nbytes, uint8
   t.data.bytes.size = nbytes;
   t.sha256.fill(fill);
   t.is_mutable = is_mutable;
+  return t;
+}
+
+// OLD's manifest entry for a tensor of `nbytes` BYTE elements in `shard`, its SHA-256 `fill`
+// repeated (stored_tensor's digest for the same fill).
+inline ManifestTensor manifest_tensor(const std::string& shard, uint64_t nbytes, uint8_t fill,
+                                      std::optional<std::string> alias_of = std::nullopt) {
+  ManifestTensor t;
+  t.shard = shard;
+  t.sha256.fill(fill);
+  t.nbytes = nbytes;
+  t.dtype = DType::BYTE;
+  t.shape = {static_cast<int64_t>(nbytes)};
+  t.alias_of = std::move(alias_of);
   return t;
 }
 

@@ -9,18 +9,6 @@ using namespace ptepack;
 
 namespace {
 
-ManifestTensor entry(const std::string& shard, uint64_t nbytes, uint8_t fill,
-                     std::optional<std::string> alias_of = std::nullopt) {
-  ManifestTensor t;
-  t.shard = shard;
-  t.sha256.fill(fill);
-  t.nbytes = nbytes;
-  t.dtype = DType::BYTE;
-  t.shape = {static_cast<int64_t>(nbytes)};
-  t.alias_of = std::move(alias_of);
-  return t;
-}
-
 // OLD: shard A holds a(60) b(40), shard B holds c(50) d(50) and e, an alias of d.
 Manifest old_release() {
   Manifest m;
@@ -30,11 +18,11 @@ Manifest old_release() {
   m.shards.push_back({"weights-aaaaaaaaaaaaaaaa.ptd", std::string(64, 'a'), 300, 100, {"a", "b"}});
   m.shards.push_back(
       {"weights-bbbbbbbbbbbbbbbb.ptd", std::string(64, 'b'), 300, 100, {"c", "d", "e"}});
-  m.tensors["a"] = entry(m.shards[0].file, 60, 1);
-  m.tensors["b"] = entry(m.shards[0].file, 40, 2);
-  m.tensors["c"] = entry(m.shards[1].file, 50, 3);
-  m.tensors["d"] = entry(m.shards[1].file, 50, 4);
-  m.tensors["e"] = entry(m.shards[1].file, 50, 4, "d");
+  m.tensors["a"] = test::manifest_tensor(m.shards[0].file, 60, 1);
+  m.tensors["b"] = test::manifest_tensor(m.shards[0].file, 40, 2);
+  m.tensors["c"] = test::manifest_tensor(m.shards[1].file, 50, 3);
+  m.tensors["d"] = test::manifest_tensor(m.shards[1].file, 50, 4);
+  m.tensors["e"] = test::manifest_tensor(m.shards[1].file, 50, 4, "d");
   return m;
 }
 

@@ -24,27 +24,15 @@ std::vector<std::vector<std::string>> shard_keys(const Manifest& m) {
   return out;
 }
 
-ManifestTensor old_entry(const std::string& shard, uint64_t nbytes, uint8_t fill,
-                         std::optional<std::string> alias_of = std::nullopt) {
-  ManifestTensor t;
-  t.shard = shard;
-  t.sha256 = digest_of(fill);
-  t.nbytes = nbytes;
-  t.dtype = DType::BYTE;
-  t.shape = {static_cast<int64_t>(nbytes)};
-  t.alias_of = std::move(alias_of);
-  return t;
-}
-
 // OLD: one shard holding c(50), d(50) and e, an alias of d; its file is 400 bytes.
 Manifest old_release() {
   Manifest m;
   m.version = kManifestProgramsVersion;
   m.shards.push_back(
       {"weights-cccccccccccccccc.ptd", std::string(64, 'c'), 400, 100, {"c", "d", "e"}});
-  m.tensors["c"] = old_entry(m.shards[0].file, 50, 3);
-  m.tensors["d"] = old_entry(m.shards[0].file, 50, 4);
-  m.tensors["e"] = old_entry(m.shards[0].file, 50, 4, "d");
+  m.tensors["c"] = test::manifest_tensor(m.shards[0].file, 50, 3);
+  m.tensors["d"] = test::manifest_tensor(m.shards[0].file, 50, 4);
+  m.tensors["e"] = test::manifest_tensor(m.shards[0].file, 50, 4, "d");
   return m;
 }
 
