@@ -1,5 +1,6 @@
 // pack --base OLD: reading the previous release, keeping its shards, and the download.
 #include "pack/base_release.h"
+#include "pack/pack_internal.h"
 
 #include <algorithm>
 #include <set>
@@ -149,14 +150,11 @@ void BaseRelease::copy_kept(const fs::path& dir, AtomicOutput& output, Progress*
     content.size = s.size;
     content.pieces.push_back({0, {}, ByteRange{files_[r], 0, s.size}});
     OutputFile file(dir / s.file, output.display_name(s.file));
-    StreamOptions stream;
-    stream.sha256 = true;
-    auto digest = write_content(file, content, stream, progress).sha256;
+    const auto digest = write_hashed(file, content, progress, OutputFile::Durability::at_commit);
     if (to_hex(digest) != s.sha256) {
       fail_input("{}: SHA-256 differs from the manifest (the base is damaged); nothing written",
                  files_[r]->name());
     }
-    file.finish(s.size, OutputFile::Durability::at_commit);
   }
 }
 

@@ -136,6 +136,10 @@ struct DirectorySpeculation {
                                      const PackOptions& options, AtomicOutput& output,
                                      Progress* progress, PackSummary& summary);
 
+// Streams `content` into `file`, hashed as it goes (stopping at the next chunk
+// once `stop` is requested), then finishes the file; returns its SHA-256.
+Digest write_hashed(OutputFile& file, const FileContent& content, Progress* progress,
+                    OutputFile::Durability durability, const std::stop_token& stop = {});
 // Shard helpers shared by the program-graph and .pte directory writers.
 Digest write_small_file(const std::filesystem::path& path, const std::string& display,
                         std::string_view bytes);

@@ -27,16 +27,6 @@ FileContent program_content(const pte::Layout& layout) {
   return content;
 }
 
-Digest write_file(OutputFile& file, const FileContent& content, Progress* progress,
-                  OutputFile::Durability durability, const std::stop_token& stop = {}) {
-  StreamOptions stream;
-  stream.sha256 = true;
-  stream.stop = stop;
-  auto digest = write_content(file, content, stream, progress).sha256;
-  file.finish(content.size, durability);
-  return digest;
-}
-
 ProgramSummary program_summary(const ProgramSource& s, uint64_t size) {
   return {s.file->file, s.name, s.file->program.plans, {}, 0, size};
 }
@@ -73,7 +63,7 @@ PackSummary inline_one(const PackOptions& options, PteInputs& in, const RangeDig
   progress.set_write_total(content.size);
   AtomicOutput output(options.output, AtomicOutput::Kind::file);
   OutputFile file = output.file();
-  write_file(file, content, &progress, OutputFile::Durability::now);
+  write_hashed(file, content, &progress, OutputFile::Durability::now);
   in.directories.finish_bytes();  // hashing may still show progress until here
   progress.stop();
   output.commit();
@@ -222,7 +212,7 @@ WrittenPrograms write_program_files(const PackOptions& options, const PteInputs&
   for (size_t p = 0; p < in.sources.size(); ++p) {
     const auto& name = in.sources[p].file->file;
     OutputFile file(output.temp_path() / name, output.display_name(name));
-    files.programs.push_back(write_file(file, planned.programs[p], &progress,
+    files.programs.push_back(write_hashed(file, planned.programs[p], &progress,
                                         OutputFile::Durability::at_commit, stop));
   }
   if (in.base) in.base->copy_kept(output.temp_path(), output, &progress);

@@ -51,6 +51,16 @@ void run_beside(const std::function<void()>& first, const std::function<void()>&
 
 }  // namespace
 
+Digest write_hashed(OutputFile& file, const FileContent& content, Progress* progress,
+                    OutputFile::Durability durability, const std::stop_token& stop) {
+  StreamOptions stream;
+  stream.sha256 = true;
+  stream.stop = stop;
+  auto digest = write_content(file, content, stream, progress).sha256;
+  file.finish(content.size, durability);
+  return digest;
+}
+
 Digest write_small_file(const fs::path& path, const std::string& display, std::string_view bytes) {
   write_whole_file(path, display, bytes);
   return sha256(bytes);
@@ -111,7 +121,8 @@ uint64_t write_manifest(const PackOptions& options, const fs::path& dir, const s
   file.finish(size, OutputFile::Durability::at_commit);  // a directory output's file
   if (!options.sign_key) return size;
   const auto key = SigningKey::load(*options.sign_key, options.sign_password);
-  const auto bundle = sign_manifest(key, options.output.filename().string(), manifest, hash.finish());
+  const auto bundle =
+      sign_manifest(key, options.output.filename().string(), manifest, hash.finish());
   write_small_file(dir / std::string(kSignatureFileName), display, bundle);
   return size + bundle.size();
 }
@@ -155,11 +166,8 @@ std::vector<Digest> write_shard_files(const DirectoryPlan& plan, const PackOptio
   parallel_for(plan.placed.size(), effective_jobs(options.jobs), [&](size_t s) {
     auto temp_name = fmt::format(".shard-{}.tmp", s);
     OutputFile file(dir / temp_name, output.display_name(temp_name));
-    StreamOptions stream;
-    stream.sha256 = true;
-    stream.stop = stop;
-    digests[s] = write_content(file, plan.contents[s], stream, progress).sha256;
-    file.finish(plan.contents[s].size, OutputFile::Durability::at_commit);
+    digests[s] = write_hashed(file, plan.contents[s], progress, OutputFile::Durability::at_commit,
+                              stop);
   });
   return digests;
 }

@@ -132,17 +132,61 @@ Digest sample_fingerprint(const ByteRange& range) {
   return hasher.finish();
 }
 
-// Tensors whose byte length no other tensor shares cannot be duplicates.
-std::vector<bool> may_have_duplicates(const std::vector<StoredTensor>& tensors) {
+// Byte ranges of `sizes` whose length no other shares cannot be duplicates;
+// nor can the `excluded` ones (state), which never share bytes.
+std::vector<bool> may_have_duplicates(const std::vector<uint64_t>& sizes,
+                                      const std::vector<bool>& excluded = {}) {
+  auto left_out = [&](size_t i) { return i < excluded.size() && excluded[i]; };
   std::unordered_map<uint64_t, uint32_t> per_size;
-  for (const auto& t : tensors) {
-    if (!t.is_mutable) ++per_size[t.data.bytes.size];
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (!left_out(i)) ++per_size[sizes[i]];
   }
-  std::vector<bool> candidate(tensors.size());
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    candidate[i] = !tensors[i].is_mutable && per_size[tensors[i].data.bytes.size] > 1;
-  }
+  std::vector<bool> candidate(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) candidate[i] = !left_out(i) && per_size[sizes[i]] > 1;
   return candidate;
+}
+
+// The digest `range` (the index-th) is predicted to have: its samples' when it
+// may have a duplicate; else any of its own, its length alone keeping it apart.
+Digest predicted_digest(const ByteRange& range, bool candidate, uint64_t index) {
+  if (candidate) return sample_fingerprint(range);
+  Digest own{};
+  std::memcpy(own.data(), &index, sizeof index);
+  return own;
+}
+
+// At least `from_bytes` to hash (0: never), of which sampling every possible
+// duplicate (up to kSampledBytes each) reads a small part.
+bool worth_predicting(const std::vector<uint64_t>& sizes, const std::vector<bool>& candidate,
+                      uint64_t from_bytes) {
+  uint64_t total = 0;
+  uint64_t sampled = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    total += sizes[i];
+    if (candidate[i]) sampled += std::min(sizes[i], kSampledBytes);
+  }
+  return from_bytes != 0 && total >= from_bytes && sampled <= total / 64;
+}
+
+std::vector<uint64_t> sizes_of(const std::vector<StoredTensor>& tensors) {
+  std::vector<uint64_t> sizes;
+  sizes.reserve(tensors.size());
+  for (const auto& t : tensors) sizes.push_back(t.data.bytes.size);
+  return sizes;
+}
+
+std::vector<bool> mutable_flags(const std::vector<StoredTensor>& tensors) {
+  std::vector<bool> flags;
+  flags.reserve(tensors.size());
+  for (const auto& t : tensors) flags.push_back(t.is_mutable);
+  return flags;
+}
+
+std::vector<uint64_t> sizes_of(const std::vector<ByteRange>& ranges) {
+  std::vector<uint64_t> sizes;
+  sizes.reserve(ranges.size());
+  for (const auto& r : ranges) sizes.push_back(r.size);
+  return sizes;
 }
 
 }  // namespace
@@ -154,40 +198,14 @@ void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress*
   write_package_file(prepared, groups, output, progress, summary);
 }
 
-namespace {
-
-// At least `from_bytes` to hash (0: never), of which sampling every possible
-// duplicate (up to kSampledBytes each) reads a small part.
-bool worth_predicting(uint64_t total, uint64_t sampled, uint64_t from_bytes) {
-  return from_bytes != 0 && total >= from_bytes && sampled <= total / 64;
-}
-
-}  // namespace
-
 bool worth_writing_while_hashing(const std::vector<StoredTensor>& tensors, uint64_t from_bytes) {
-  uint64_t total = 0;
-  for (const auto& t : tensors) total += t.data.bytes.size;
-  auto candidate = may_have_duplicates(tensors);
-  uint64_t sampled = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (candidate[i]) sampled += std::min(tensors[i].data.bytes.size, kSampledBytes);
-  }
-  return worth_predicting(total, sampled, from_bytes);
+  const auto sizes = sizes_of(tensors);
+  return worth_predicting(sizes, may_have_duplicates(sizes, mutable_flags(tensors)), from_bytes);
 }
 
 bool worth_writing_while_hashing(const RangeDigests& digests, uint64_t from_bytes) {
-  const auto ranges = digests.pending();
-  std::unordered_map<uint64_t, uint32_t> per_size;
-  uint64_t total = 0;
-  for (const auto& r : ranges) {
-    ++per_size[r.size];
-    total += r.size;
-  }
-  uint64_t sampled = 0;
-  for (const auto& r : ranges) {
-    if (per_size[r.size] > 1) sampled += std::min(r.size, kSampledBytes);
-  }
-  return worth_predicting(total, sampled, from_bytes);
+  const auto sizes = sizes_of(digests.pending());
+  return worth_predicting(sizes, may_have_duplicates(sizes), from_bytes);
 }
 
 std::unique_ptr<AtomicOutput> output_before_hashing(const PackOptions& options,
@@ -226,33 +244,15 @@ void write_beside_hashing(const std::function<void(const std::stop_token&)>& wri
 
 void predict_digests(RangeDigests& digests) {
   const auto ranges = digests.pending();
-  std::unordered_map<uint64_t, uint32_t> per_size;
-  for (const auto& r : ranges) ++per_size[r.size];
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    Digest predicted{};
-    if (per_size[ranges[i].size] > 1) {
-      predicted = sample_fingerprint(ranges[i]);
-    } else {  // its length alone keeps it apart: any digest of its own
-      const uint64_t index = i;
-      std::memcpy(predicted.data(), &index, sizeof index);
-    }
-    digests.set(ranges[i], predicted);
-  }
+  const auto candidate = may_have_duplicates(sizes_of(ranges));
+  for (size_t i = 0; i < ranges.size(); ++i)
+    digests.set(ranges[i], predicted_digest(ranges[i], candidate[i], i));
 }
 
 void predict_digests(std::vector<StoredTensor>& tensors) {
-  // For tensors that cannot be duplicates any digest of their own will do:
-  // their length alone keeps them apart.
-  auto candidate = may_have_duplicates(tensors);
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (candidate[i]) {
-      tensors[i].sha256 = sample_fingerprint(tensors[i].data.bytes);
-    } else {
-      tensors[i].sha256 = Digest{};
-      const uint64_t index = i;
-      std::memcpy(tensors[i].sha256.data(), &index, sizeof index);
-    }
-  }
+  const auto candidate = may_have_duplicates(sizes_of(tensors), mutable_flags(tensors));
+  for (size_t i = 0; i < tensors.size(); ++i)
+    tensors[i].sha256 = predicted_digest(tensors[i].data.bytes, candidate[i], i);
 }
 
 bool same_groups(const std::vector<StorageGroup>& a, const std::vector<StorageGroup>& b) {
