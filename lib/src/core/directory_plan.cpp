@@ -19,9 +19,8 @@ void keep_shards(const ReusePlan& reuse, const Manifest& old,
     plan.kept.push_back({s.file, s.sha256, s.size, s.payload_bytes, r.live, r.stale});
     plan.kept_stale_bytes.push_back(r.stale_bytes);
   }
-  plan.kept_by = reuse.served_by;
   for (size_t t = 0; t < tensors.size(); ++t) {
-    if (plan.kept_by[t] == ReusePlan::npos) continue;
+    if (reuse.served_by[t] == ReusePlan::npos) continue;
     const auto& alias_of = old.tensors.at(tensors[t].key).alias_of;
     if (alias_of) plan.kept_aliases.emplace(tensors[t].key, *alias_of);
   }
@@ -56,25 +55,32 @@ void lay_out(const std::vector<StoredTensor>& tensors, const ShardingOptions& op
   }
 }
 
+// The shard holding each tensor: the kept shard serving it, else the new
+// shard its group was placed in.
+void locate_tensors(size_t tensor_count, const ReusePlan& reuse, DirectoryPlan& plan) {
+  plan.shard_of.assign(tensor_count, npos);
+  if (!plan.kept.empty()) {
+    for (size_t t = 0; t < tensor_count; ++t) {
+      if (reuse.served_by[t] != ReusePlan::npos) plan.shard_of[t] = reuse.served_by[t];
+    }
+  }
+  for (size_t s = 0; s < plan.placed.size(); ++s) {
+    for (size_t g : plan.placed[s].groups) {
+      for (size_t member : plan.groups[g].members) plan.shard_of[member] = plan.kept.size() + s;
+    }
+  }
+}
+
 // Each program's shards: those holding a tensor it reads.
 void list_program_shards(const std::vector<StoredTensor>& tensors, const ProgramUse& use,
                          DirectoryPlan& plan) {
   if (use.programs == 0) return;
-  std::vector<size_t> shard_of(tensors.size(), npos);
-  for (size_t t = 0; t < plan.kept_by.size(); ++t) {
-    if (plan.kept_by[t] != ReusePlan::npos) shard_of[t] = plan.kept_by[t];
-  }
-  for (size_t s = 0; s < plan.placed.size(); ++s) {
-    for (size_t g : plan.placed[s].groups) {
-      for (size_t member : plan.groups[g].members) shard_of[member] = plan.kept.size() + s;
-    }
-  }
   plan.program_shards.resize(use.programs);
   for (size_t t = 0; t < tensors.size(); ++t) {
-    if (shard_of[t] == npos) {
+    if (plan.shard_of[t] == npos) {
       fail(ErrorCode::internal, "{}: no planned shard holds it", quote(tensors[t].key));
     }
-    for (uint32_t p : use.users[t]) plan.program_shards[p].push_back(shard_of[t]);
+    for (uint32_t p : use.users[t]) plan.program_shards[p].push_back(plan.shard_of[t]);
   }
   for (auto& shards : plan.program_shards) {
     std::sort(shards.begin(), shards.end());
@@ -110,6 +116,7 @@ DirectoryPlan plan_directory(const std::vector<StoredTensor>& tensors,
     throw Error(e.code(), output + ": " + e.what());  // the output named in the message
   }
   lay_out(tensors, options, plan);
+  locate_tensors(tensors.size(), reuse, plan);
   list_program_shards(tensors, use, plan);
   plan.placement_single = use.programs > 1 && !use.by_sharing_set;
   return plan;
@@ -148,26 +155,20 @@ ManifestTensor tensor_entry(const StoredTensor& t, const std::string& shard) {
 // the file of the shard serving it, and its alias (OLD's in a kept shard).
 void describe_tensors(const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors,
                       Manifest& manifest) {
-  std::vector<size_t> shard_of(tensors.size(), npos);
   std::vector<size_t> owner_of(tensors.size(), npos);  // new shards' aliases: their group owner
-  for (size_t t = 0; t < plan.kept_by.size(); ++t) {
-    if (plan.kept_by[t] != ReusePlan::npos) shard_of[t] = plan.kept_by[t];
-  }
-  for (size_t s = 0; s < plan.placed.size(); ++s) {
-    for (size_t g : plan.placed[s].groups) {
+  for (const auto& shard : plan.placed) {
+    for (size_t g : shard.groups) {
       const auto& members = plan.groups[g].members;
-      for (size_t index : members) {
-        shard_of[index] = plan.kept.size() + s;
-        if (index != members[0]) owner_of[index] = members[0];
-      }
+      for (size_t k = 1; k < members.size(); ++k) owner_of[members[k]] = members[0];
     }
   }
   for (size_t t = 0; t < tensors.size(); ++t) {
-    if (shard_of[t] == npos) continue;
-    auto entry = tensor_entry(tensors[t], manifest.shards[shard_of[t]].file);
+    const size_t s = plan.shard_of[t];
+    if (s == npos) continue;
+    auto entry = tensor_entry(tensors[t], manifest.shards[s].file);
     if (owner_of[t] != npos) {
       entry.alias_of = tensors[owner_of[t]].key;
-    } else if (shard_of[t] < plan.kept.size()) {
+    } else if (s < plan.kept.size()) {
       if (auto alias = plan.kept_aliases.find(tensors[t].key); alias != plan.kept_aliases.end())
         entry.alias_of = alias->second;
     }

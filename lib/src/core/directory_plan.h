@@ -30,8 +30,7 @@ struct DirectoryPlan {
   // --base: OLD's shards kept whole, as OLD's manifest lists them, with the
   // keys NEW reads from them (`keys`) and those it no longer reads (`stale`).
   std::vector<ManifestShard> kept;
-  std::vector<uint64_t> kept_stale_bytes;  // per kept shard: payload only stale keys reach
-  std::vector<size_t> kept_by;             // per tensor: the kept shard serving it, or npos
+  std::vector<uint64_t> kept_stale_bytes;           // per kept shard: payload only stale keys reach
   std::map<std::string, std::string> kept_aliases;  // served keys OLD stores as aliases -> owner
   // The new shards: the groups they hold (NEW's dedup groups less what kept
   // shards serve), placed by first-fit, each one's exact bytes and the keys
@@ -40,6 +39,9 @@ struct DirectoryPlan {
   std::vector<PlannedShard> placed;
   std::vector<FileContent> contents;
   std::vector<std::vector<std::string>> keys;
+  // Per tensor: the shard holding it (an index in manifest order: below
+  // kept.size(), a kept shard serving it), or npos.
+  std::vector<size_t> shard_of;
   // Per program: the shards it loads (indices in manifest order), ascending.
   std::vector<std::vector<size_t>> program_shards;
   // True when the plan places by sharing set is not the rule for these programs
