@@ -1,6 +1,5 @@
 // pack --base OLD: reading the previous release, keeping its shards, and the download.
 #include "pack/base_release.h"
-#include "pack/pack_internal.h"
 
 #include <algorithm>
 #include <set>
@@ -10,6 +9,7 @@
 #include "base/parallel.h"
 #include "core/file_content.h"
 #include "ptepack/core/release_files.h"
+#include "pack/pack_internal.h"
 #include "ptepack/pte/pte.h"
 
 namespace ptepack::detail {
