@@ -19,31 +19,56 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A range of a composed file (a merged program) as the range of the input it
+// was composed from, when it lies inside one: read from there, and two merges
+// of the same inputs give contents that same_bytes finds equal.
+ByteRange resolved(const ByteRange& range) {
+  ByteRange source;
+  return range.file->source_of(range.offset, range.size, source) ? source : range;
+}
+
 FileContent program_content(const pte::Layout& layout) {
   FileContent content;
   content.size = layout.file_size;
   content.pieces.push_back({0, layout.head, {}});
-  for (const auto& [offset, range] : layout.pieces) content.pieces.push_back({offset, {}, range});
+  for (const auto& [offset, range] : layout.pieces)
+    content.pieces.push_back({offset, {}, resolved(range)});
   return content;
+}
+
+ProgramSource the_one_source(const PackOptions& options, const PteInputs& in) {
+  if (in.sources.size() != 1) {
+    fail(ErrorCode::usage, "{}: a .pte output holds one program; the inputs hold {}",
+         options.output.string(), in.sources.size());
+  }
+  return in.sources.front();
 }
 
 ProgramSummary program_summary(const ProgramSource& s, uint64_t size) {
   return {s.file->file, s.name, s.file->program.plans, {}, 0, size};
 }
 
-PackSummary inline_one(const PackOptions& options, PteInputs& in, const RangeDigests& digests,
-                       Progress& progress, PackSummary summary) {
-  if (in.sources.size() != 1) {
-    fail(ErrorCode::usage, "{}: a .pte output holds one program; the inputs hold {}",
-         options.output.string(), in.sources.size());
-  }
-  const auto& source = in.sources.front();
-  auto rewrite = inline_program(source, digests);
-  rewrite.alignment = options.sharding.alignment;
-  auto content = program_content(pte::rewrite(source.file->program, rewrite));
-  summary.programs.push_back(program_summary(source, content.size));
+// A .pte output: its one program with every byte put back in.
+struct InlinedProgram {
+  pte::Rewrite rewrite;
+  FileContent content;
+};
+
+InlinedProgram inline_content(const PackOptions& options, const ProgramSource& source,
+                              const RangeDigests& digests) {
+  InlinedProgram out;
+  out.rewrite = inline_program(source, digests);
+  out.rewrite.alignment = options.sharding.alignment;
+  out.content = program_content(pte::rewrite(source.file->program, out.rewrite));
+  return out;
+}
+
+void summarize_inlined(const PackOptions& options, const ProgramSource& source,
+                       const InlinedProgram& inlined, PackSummary& summary) {
+  const auto& rewrite = inlined.rewrite;
+  summary.programs.push_back(program_summary(source, inlined.content.size));
   summary.programs.back().file = options.output.filename().string();
-  summary.output_bytes = content.size;
+  summary.output_bytes = inlined.content.size;
   std::set<std::tuple<const InputFile*, uint64_t, uint64_t>> named;
   for (const auto& c : rewrite.constants) summary.stored_bytes += c.size;
   for (const auto& [key, range] : rewrite.named_data) {
@@ -59,15 +84,16 @@ PackSummary inline_one(const PackOptions& options, PteInputs& in, const RangeDig
   }
   summary.tensor_count += rewrite.named_data.size();
   summary.stored_tensor_count = rewrite.constants.size() + named.size();
-  if (options.dry_run) return summary;
-  progress.set_write_total(content.size);
-  AtomicOutput output(options.output, AtomicOutput::Kind::file);
+}
+
+// The .pte output's bytes, synced: nothing names it by digest, so it is not hashed.
+void write_program_file(const FileContent& content, AtomicOutput& output, Progress& progress,
+                        const std::stop_token& stop = {}) {
   OutputFile file = output.file();
-  write_hashed(file, content, &progress, OutputFile::Durability::now);
-  in.directories.finish_bytes();  // hashing may still show progress until here
-  progress.stop();
-  output.commit();
-  return summary;
+  StreamOptions stream;
+  stream.stop = stop;
+  write_content(file, content, stream, &progress);
+  file.finish(content.size, OutputFile::Durability::now);
 }
 
 // Who reads each tensor: the programs whose key lists name it (both sorted by
@@ -90,39 +116,20 @@ ProgramUse program_use(const std::vector<StoredTensor>& tensors, const Externali
   return use;
 }
 
-// The merged program's file name: -o NAME.pte, --merge NAME.pte, or the one input's.
-std::string merged_file_name(const PackOptions& options, const PteInputs& in) {
-  if (output_kind(options.output) == OutputKind::program) return options.output.filename().string();
-  if (options.merge) return *options.merge;
-  return in.sources.front().file->file;
-}
-
 // The inputs' chosen methods made one program, read back as the one source.
 void merge_sources(const PackOptions& options, PteInputs& in, RangeDigests& digests,
                    Progress& progress, PackSummary& summary) {
-  std::vector<pte::MergeInput> inputs;
-  std::vector<std::string> names;
-  for (const auto& s : in.sources) {
-    auto stem = fs::path(s.file->file).stem().string();
-    inputs.push_back({s.name, stem, &s.file->program, s.data, &s.file->named_keys, {}, {}});
-    names.push_back(s.name);
-  }
-  pte::choose_methods(inputs, in.renames, options.methods);
-  const std::string file = merged_file_name(options, in);
-  in.merged = pte::merge(inputs, digests, file, options.share_state);
-  in.merged_file = std::make_unique<ProgramFile>(
-      ProgramFile{file, pte::read(in.merged->file), std::nullopt});
-  for (const auto& m : in.merged->methods) {
-    summary.methods.push_back({m.name, inputs[m.input].name, m.source});
-  }
-  summary.notes.insert(summary.notes.end(), in.merged->notes.begin(), in.merged->notes.end());
-  if (in.merged->named_data_shared + in.merged->delegate_blobs_shared > 0) {
+  in.merged = merge_programs(options, in, digests);
+  const auto& merged = in.merged->merged;
+  for (const auto& m : merged.methods)
+    summary.methods.push_back({m.name, in.sources[m.input].name, m.source});
+  summary.notes.insert(summary.notes.end(), merged.notes.begin(), merged.notes.end());
+  if (merged.named_data_shared + merged.delegate_blobs_shared > 0) {
     summary.notes.push_back(fmt::format(
         "merge: {} named-data entries and {} delegate blobs stored once for several inputs",
-        in.merged->named_data_shared, in.merged->delegate_blobs_shared));
+        merged.named_data_shared, merged.delegate_blobs_shared));
   }
-  in.sources = {ProgramSource{fmt::format("{}", fmt::join(names, " + ")), in.merged_file.get(),
-                              &in.merged->data}};
+  in.sources = {in.merged->source};
   add_program_ranges(in.sources.front(), digests);  // known through the inputs' digests
   digests.compute(options.jobs, &progress);
 }
@@ -151,7 +158,8 @@ void prepare_sources(const PackOptions& options, PteInputs& in, RangeDigests& di
     merge_sources(options, in, digests, progress, summary);
   } else {
     for (const auto& s : in.sources) {
-      for (const auto& plan : s.file->program.plans) summary.methods.push_back({plan, s.name, plan});
+      for (const auto& plan : s.file->program.plans)
+        summary.methods.push_back({plan, s.name, plan});
     }
   }
 }
@@ -213,31 +221,33 @@ WrittenPrograms write_program_files(const PackOptions& options, const PteInputs&
     const auto& name = in.sources[p].file->file;
     OutputFile file(output.temp_path() / name, output.display_name(name));
     files.programs.push_back(write_hashed(file, planned.programs[p], &progress,
-                                        OutputFile::Durability::at_commit, stop));
+                                          OutputFile::Durability::at_commit, stop));
   }
   if (in.base) in.base->copy_kept(output.temp_path(), output, &progress);
   files.shards = write_shard_files(planned.plan, options, output, &progress, stop);
   return files;
 }
 
-// A directory of programs written on predicted digests while the real ones
-// are computed (the program-graph path's speculation, docs/format-pte.md).
+// The output written on predicted digests while the real ones are computed
+// (the program-graph path's speculation, docs/format-pte.md): a directory of
+// programs, or a .pte output (its one program in `planned.programs`).
 struct PteSpeculation {
+  std::unique_ptr<MergedProgram> merged;  // a .pte output's merge, on the predicted digests
   PlannedPrograms planned;
   std::unique_ptr<AtomicOutput> output;
   WrittenPrograms files;
   std::exception_ptr write_error;  // raised only if the prediction holds
 };
 
-// Worth it for a directory of 256 MiB (write_while_hashing_from) or more of
-// .pte programs, each packed as it is, on two or more threads, without
-// --base; a merge and packed directory inputs (whose digests a check proves
-// beside) are written after hashing.
+// Worth it for 256 MiB (write_while_hashing_from) or more of .pte programs on
+// two or more threads, without --base, into a directory (each program packed
+// as it is) or a .pte (merged or not); a merge into a directory and packed
+// directory inputs (whose digests a check proves beside) are written after hashing.
 bool worth_writing_pte_while_hashing(const PackOptions& options, const PteInputs& in,
                                      const RangeDigests& digests) {
+  const auto kind = output_kind(options.output);
   if (options.dry_run || in.base || effective_jobs(options.jobs) <= 1 ||
-      output_kind(options.output) != OutputKind::directory ||
-      merging(options, in.sources.size(), in.renames)) {
+      (kind == OutputKind::directory && merging(options, in.sources.size(), in.renames))) {
     return false;
   }
   for (const auto& a : in.artifacts) {
@@ -246,29 +256,55 @@ bool worth_writing_pte_while_hashing(const PackOptions& options, const PteInputs
   return worth_writing_while_hashing(digests, options.write_while_hashing_from);
 }
 
-// Plans the directory on predicted digests (predict_digests) and writes its
-// programs and shards on a thread of their own while `digests` are computed
-// on this one. Nullopt, before anything is hashed, when the output cannot be
-// made yet (output_before_hashing) or the predicted plan fails (the real plan
-// then gives its error in its usual order).
+// A .pte output's one program on predicted digests: merged first if asked for.
+void guess_program(const PackOptions& options, const PteInputs& in, RangeDigests& predicted,
+                   PteSpeculation& guess) {
+  auto source = in.sources.front();
+  if (merging(options, in.sources.size(), in.renames)) {
+    guess.merged = merge_programs(options, in, predicted);
+    source = guess.merged->source;
+    add_program_ranges(source, predicted);  // through the inputs' ranges, or predicted here
+    predict_digests(predicted);
+  } else {
+    source = the_one_source(options, in);
+  }
+  guess.planned.programs.push_back(inline_content(options, source, predicted).content);
+}
+
+// Plans the output on predicted digests (predict_digests) and writes it on a
+// thread of its own while `digests` are computed on this one. Nullopt, before
+// anything is hashed, when the output cannot be made yet (output_before_hashing)
+// or the predicted plan fails (the real plan then gives its error in its usual order).
 std::optional<PteSpeculation> write_while_hashing(const PackOptions& options, PteInputs& in,
                                                   RangeDigests& digests, Progress& progress) {
   PteSpeculation guess;
-  guess.output = output_before_hashing(options, AtomicOutput::Kind::directory);
+  const bool one_file = output_kind(options.output) == OutputKind::program;
+  guess.output = output_before_hashing(
+      options, one_file ? AtomicOutput::Kind::file : AtomicOutput::Kind::directory);
   if (!guess.output) return std::nullopt;
   RangeDigests predicted = digests;
   predict_digests(predicted);
   try {
     PackSummary scratch;  // the summary takes the real plan's figures
-    guess.planned = plan_pte_directory(options, in, predicted, progress, scratch);
-    rewrite_programs(options, in, guess.planned, scratch);
+    if (one_file) {
+      guess_program(options, in, predicted, guess);
+    } else {
+      guess.planned = plan_pte_directory(options, in, predicted, progress, scratch);
+      rewrite_programs(options, in, guess.planned, scratch);
+    }
   } catch (const Error& e) {
     if (e.code() == ErrorCode::internal) throw;  // a bug, on any digests
     return std::nullopt;
   }
+  if (one_file) progress.set_write_total(guess.planned.programs.front().size);
   write_beside_hashing(
       [&](const std::stop_token& stop) {
-        guess.files = write_program_files(options, in, guess.planned, *guess.output, progress, stop);
+        if (one_file) {
+          write_program_file(guess.planned.programs.front(), *guess.output, progress, stop);
+        } else {
+          guess.files =
+              write_program_files(options, in, guess.planned, *guess.output, progress, stop);
+        }
       },
       [&] { digests.compute(options.jobs, &progress); }, guess.write_error);
   return guess;
@@ -283,21 +319,52 @@ bool same_files(const PlannedPrograms& guess, const PlannedPrograms& real) {
   return same(guess.programs, real.programs) && same(guess.plan.contents, real.plan.contents);
 }
 
+// The speculation's output (its files in `files`) when its prediction held,
+// or the writer's error; otherwise null, the speculation dropped.
+std::unique_ptr<AtomicOutput> written_while_hashing(std::optional<PteSpeculation>& guess,
+                                                    const PlannedPrograms& real, Progress& progress,
+                                                    PackSummary& summary, WrittenPrograms& files) {
+  if (!guess) return nullptr;
+  if (!same_files(guess->planned, real)) {
+    progress.restart_writes();  // the prediction failed: a fresh output
+    guess.reset();
+    return nullptr;
+  }
+  if (guess->write_error) std::rethrow_exception(guess->write_error);
+  summary.written_while_hashing = true;
+  files = std::move(guess->files);
+  return std::move(guess->output);
+}
+
+// A .pte output: its one program, written while hashing when predicted right.
+void write_inlined(const PackOptions& options, PteInputs& in, const RangeDigests& digests,
+                   Progress& progress, PackSummary& summary, std::optional<PteSpeculation>& guess) {
+  const auto source = the_one_source(options, in);
+  PlannedPrograms real;
+  auto inlined = inline_content(options, source, digests);
+  summarize_inlined(options, source, inlined, summary);
+  if (options.dry_run) return;
+  real.programs.push_back(std::move(inlined.content));
+  WrittenPrograms unused;
+  auto output = written_while_hashing(guess, real, progress, summary, unused);
+  if (!output) {
+    progress.set_write_total(real.programs.front().size);
+    output = std::make_unique<AtomicOutput>(options.output, AtomicOutput::Kind::file);
+    write_program_file(real.programs.front(), *output, progress);
+  }
+  in.directories.finish_bytes();  // hashing may still show progress until here
+  progress.stop();
+  output->commit();
+}
+
 // The programs, the base's kept shards, the new shards and the manifest,
 // committed together; the files written while hashing when their prediction held.
 void write_programs_directory(const PackOptions& options, PteInputs& in,
                               const PlannedPrograms& planned, Progress& progress,
                               PackSummary& summary, std::optional<PteSpeculation>& guess) {
-  std::unique_ptr<AtomicOutput> output;
   WrittenPrograms files;
-  if (guess && same_files(guess->planned, planned)) {
-    if (guess->write_error) std::rethrow_exception(guess->write_error);
-    output = std::move(guess->output);
-    files = std::move(guess->files);
-    summary.written_while_hashing = true;
-  } else {
-    if (guess) progress.restart_writes();  // the prediction failed: a fresh output
-    guess.reset();
+  auto output = written_while_hashing(guess, planned, progress, summary, files);
+  if (!output) {
     output = std::make_unique<AtomicOutput>(options.output, AtomicOutput::Kind::directory);
     files = write_program_files(options, in, planned, *output, progress);
   }
@@ -329,9 +396,9 @@ PackSummary pack_loaded(const PackOptions& options, PteInputs& in, RangeDigests&
     guess = write_while_hashing(options, in, digests, progress);
   prepare_sources(options, in, digests, progress, summary);  // hashes what is left
   if (summary.output_kind == OutputKind::program) {
-    auto out = inline_one(options, in, digests, progress, std::move(summary));
+    write_inlined(options, in, digests, progress, summary, guess);
     progress.stop();
-    return out;
+    return summary;
   }
   auto planned = plan_pte_directory(options, in, digests, progress, summary);
   rewrite_programs(options, in, planned, summary);

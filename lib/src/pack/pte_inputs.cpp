@@ -102,6 +102,36 @@ void add_proven_digests(const PteInputs& in, RangeDigests& digests) {
   }
 }
 
+namespace {
+
+// The merged program's file name: -o NAME.pte, --merge NAME.pte, or the one input's.
+std::string merged_file_name(const PackOptions& options, const PteInputs& in) {
+  if (output_kind(options.output) == OutputKind::program) return options.output.filename().string();
+  if (options.merge) return *options.merge;
+  return in.sources.front().file->file;
+}
+
+}  // namespace
+
+std::unique_ptr<MergedProgram> merge_programs(const PackOptions& options, const PteInputs& in,
+                                              const RangeDigests& digests) {
+  std::vector<pte::MergeInput> inputs;
+  std::vector<std::string> names;
+  for (const auto& s : in.sources) {
+    auto stem = fs::path(s.file->file).stem().string();
+    inputs.push_back({s.name, stem, &s.file->program, s.data, &s.file->named_keys, {}, {}});
+    names.push_back(s.name);
+  }
+  pte::choose_methods(inputs, in.renames, options.methods);
+  const std::string file = merged_file_name(options, in);
+  auto merged = std::make_unique<MergedProgram>();
+  merged->merged = pte::merge(inputs, digests, file, options.share_state);
+  merged->file = ProgramFile{file, pte::read(merged->merged.file), std::nullopt};
+  merged->source = {fmt::format("{}", fmt::join(names, " + ")), &merged->file,
+                    &merged->merged.data};
+  return merged;
+}
+
 bool holds_pte(const fs::path& path) {
   std::error_code ec;
   auto status = fs::status(path, ec);

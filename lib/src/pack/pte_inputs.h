@@ -16,6 +16,14 @@
 
 namespace ptepack::detail {
 
+// The inputs' chosen methods made one program (pte::merge), read back as the
+// one source a merge packs. Held where it stays put: the source points into it.
+struct MergedProgram {
+  pte::Merged merged;
+  ProgramFile file;
+  ProgramSource source;
+};
+
 // What pack reads for a .pte output or a directory of programs.
 struct PteInputs {
   DirectoryInputs directories;
@@ -23,10 +31,8 @@ struct PteInputs {
   std::vector<ProgramSource> sources;
   std::vector<std::optional<std::string>> renames;  // per source: METHOD=
   std::vector<std::filesystem::path> paths;         // every file read, for the output check
-  // A merge: the merged program, read back, as the one source.
-  std::optional<pte::Merged> merged;
-  std::unique_ptr<ProgramFile> merged_file;
-  ReleaseStamp stamp;                 // the output manifest's release fields
+  std::unique_ptr<MergedProgram> merged;            // a merge: its program, the one source
+  ReleaseStamp stamp;                               // the output manifest's release fields
   std::unique_ptr<BaseRelease> base;  // --base, opened and checked before any input is hashed
 };
 
@@ -40,5 +46,11 @@ struct PteInputs {
 void load_inputs(const PackOptions& options, PteInputs& in);
 // The digests packed directories record, proven by their checks: not hashed again.
 void add_proven_digests(const PteInputs& in, RangeDigests& digests);
+// The merge of in.sources (their methods chosen and renamed as the options
+// say) on `digests`, which hold every range add_merge_ranges names. The
+// merged program's own ranges are not added to `digests`.
+[[nodiscard]] std::unique_ptr<MergedProgram> merge_programs(const PackOptions& options,
+                                                            const PteInputs& in,
+                                                            const RangeDigests& digests);
 
 }  // namespace ptepack::detail

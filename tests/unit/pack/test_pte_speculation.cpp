@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/shard_layout.h"
+#include "ptepack/base/error.h"
 #include "ptepack/pack/pack.h"
 #include "ptepack/pte/pte.h"
 #include "test_fixtures.h"
@@ -20,10 +21,10 @@ namespace {
 
 constexpr uint64_t kWeight = 262144;  // ten named-data entries of the MLP fixture have this size
 
-// xnnpack_stress_mlp.pte with its second 256 KiB named-data entry given the first's
-// bytes: all of them (`equal`), or all but one byte that no sample a prediction reads
-// covers (same length, same samples, different bytes).
-std::filesystem::path patched_mlp(const std::filesystem::path& dir, bool equal) {
+// xnnpack_stress_mlp.pte with its second 256 KiB named-data entry (its key kept) given
+// the first's bytes (`copy_first`), with one byte flipped that no sample a prediction
+// reads covers (`flip`: same length, same samples, different bytes).
+std::filesystem::path edited_mlp(const std::filesystem::path& path, bool copy_first, bool flip) {
   const auto source = test::pte_fixture("xnnpack_stress_mlp.pte");
   auto bytes = test::file_bytes(source);
   const auto program = pte::read(InputFile::open(source));
@@ -32,30 +33,41 @@ std::filesystem::path patched_mlp(const std::filesystem::path& dir, bool equal) 
     if (entry.bytes.size == kWeight) weights.push_back(entry.bytes);
   }
   REQUIRE(weights.size() >= 2);
-  bytes.replace(weights[1].offset, kWeight, bytes.substr(weights[0].offset, kWeight));
-  if (!equal) bytes[weights[1].offset + 100000] ^= 1;  // samples: 0-4K, 126K-130K, 252K-256K
-  const auto path = dir / "mlp.pte";
+  if (copy_first)
+    bytes.replace(weights[1].offset, kWeight, bytes.substr(weights[0].offset, kWeight));
+  if (flip) bytes[weights[1].offset + 100000] ^= 1;  // samples: 0-4K, 126K-130K, 252K-256K
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
 }
 
+// The MLP with two equal 256 KiB entries (`equal`), or two that differ by one
+// byte outside the samples.
+std::filesystem::path patched_mlp(const std::filesystem::path& dir, bool equal) {
+  return edited_mlp(dir / "mlp.pte", true, !equal);
+}
+
 // A .ptd of named data the MLP's delegates may read: entries of distinct
 // lengths (so no prediction samples them) that make hashing worth a prediction.
-std::filesystem::path extra_data(const std::filesystem::path& dir) {
-  const std::vector<uint64_t> sizes{(2 << 20) + 16, (2 << 20) + 32, (2 << 20) + 48};
+// Another `variant` gives other lengths and keys, and more of them, for a second input.
+std::filesystem::path extra_data(const std::filesystem::path& dir, int variant = 0) {
+  const uint64_t shift = 64 * static_cast<uint64_t>(variant);
+  std::vector<uint64_t> sizes;
+  for (int i = 1; i <= 3 + variant; ++i)
+    sizes.push_back((uint64_t{2} << 20) + 16 * static_cast<uint64_t>(i) + shift);
   std::string blob;
   test::Xorshift random(7);
   for (uint64_t size : sizes) {
     for (uint64_t i = 0; i < size; ++i) blob += static_cast<char>(random(256));
   }
-  const auto blob_path = dir / "extra.bin";
+  const auto stem = "extra" + std::to_string(variant);
+  const auto blob_path = dir / (stem + ".bin");
   std::ofstream(blob_path, std::ios::binary) << blob;
   auto file = InputFile::open(blob_path);
   std::vector<StoredTensor> tensors;
   uint64_t offset = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     StoredTensor t;
-    t.key = "extra." + std::to_string(i);
+    t.key = stem + "." + std::to_string(i);
     t.data.shape = {static_cast<int64_t>(sizes[i])};
     t.data.bytes = ByteRange{file, offset, sizes[i]};
     t.data.opaque = true;
@@ -73,7 +85,7 @@ std::filesystem::path extra_data(const std::filesystem::path& dir) {
     const auto& range = tensors[p.tensor].data.bytes;
     bytes.replace(p.offset, range.size, blob.substr(range.offset, range.size));
   }
-  const auto path = dir / "extra.ptd";
+  const auto path = dir / (stem + ".ptd");
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
 }
@@ -130,4 +142,49 @@ TEST_CASE(
   // is hashed (more than 1/64): not worth a prediction.
   const auto alone = patched_mlp(dir.path(), true).string();
   CHECK_FALSE(pack_with({alone}, dir.path() / "alone", 1, std::nullopt).written_while_hashing);
+}
+
+TEST_CASE(
+    "pack writes a .pte while hashing: merged or not, the same file, predicted right or not") {
+  for (bool equal : {true, false}) {
+    for (bool merge : {false, true}) {
+      CAPTURE(equal, merge);
+      test::TempDir dir;
+      std::vector<std::string> inputs{patched_mlp(dir.path(), equal).string() + "@" +
+                                      extra_data(dir.path()).string()};
+      if (merge) inputs.push_back("conv=" + test::pte_fixture("xnnpack_conv.pte").string());
+      const auto after = pack_with(inputs, dir.path() / "after.pte", 0, std::nullopt);
+      const auto during = pack_with(inputs, dir.path() / "during.pte", 1, std::nullopt);
+      CHECK((test::file_bytes(dir.path() / "during.pte") ==
+             test::file_bytes(dir.path() / "after.pte")));  // not printed: megabytes
+      CHECK_FALSE(after.written_while_hashing);
+      // A merge stores equal named data once, so a wrong prediction changes its file;
+      // one program's file does not depend on those digests.
+      CHECK(during.written_while_hashing == (equal || !merge));
+      CHECK(during.output_bytes == after.output_bytes);
+      CHECK(during.methods.size() == (merge ? 2u : 1u));
+      CHECK(during.notes == after.notes);
+    }
+  }
+}
+
+TEST_CASE("a merge written while hashing is dropped when hashing finds a conflict") {
+  test::TempDir dir;
+  const auto extra = extra_data(dir.path()).string();
+  // One key, bytes that differ outside the samples: predicted equal, found different.
+  const auto flipped = edited_mlp(dir.path() / "flipped.pte", false, true).string() + "@" + extra;
+  const auto original = "again=" + test::pte_fixture("xnnpack_stress_mlp.pte").string() + "@" +
+                        extra_data(dir.path(), 1).string();
+  const auto before = test::directory_files(dir.path());
+  for (uint64_t from : {uint64_t{0}, uint64_t{1}}) {
+    CAPTURE(from);
+    try {
+      (void)pack_with({flipped, original}, dir.path() / "merged.pte", from, std::nullopt);
+      FAIL("the merge was not refused");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::conflict);
+      CHECK_THAT(e.what(), Catch::Contains("has other bytes than in"));
+    }
+    CHECK((test::directory_files(dir.path()) == before));  // nothing written or left behind
+  }
 }
