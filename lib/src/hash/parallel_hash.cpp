@@ -32,7 +32,7 @@ std::vector<Digest> hash_ranges(const std::vector<ByteRange>& ranges, unsigned j
   parallel_for(order.size(), effective_jobs(jobs), [&](size_t n) {
     size_t slot = order[n];
     const auto& range = ranges[distinct[slot]];
-    auto buffer = chunk_buffer(range.size);
+    auto buffer = chunk_buffer(range.size, kHashChunkBytes);
     Sha256 hasher;
     for_each_chunk(range, buffer, [&](std::span<const uint8_t> chunk) {
       hasher.update(chunk);

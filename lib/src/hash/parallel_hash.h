@@ -19,11 +19,15 @@ namespace ptepack {
                                               Progress* progress = nullptr);
 
 inline constexpr size_t kChunkBytes = 1 << 20;
+// Hashing reads smaller chunks: each stays in the core's cache from the read's
+// copy to the hash, and the threads hold less while a pack writes beside them
+// (docs/performance.md).
+inline constexpr size_t kHashChunkBytes = 256 << 10;
 
-// A buffer for reading `size` bytes in chunks: no larger than they are, so
-// small files and tensors cost no large zero-filled allocation.
-[[nodiscard]] inline std::vector<uint8_t> chunk_buffer(uint64_t size) {
-  return std::vector<uint8_t>(static_cast<size_t>(std::clamp<uint64_t>(size, 1, kChunkBytes)));
+// A buffer for reading `size` bytes in chunks of at most `chunk`: no larger
+// than they are, so small files and tensors cost no large zero-filled allocation.
+[[nodiscard]] inline std::vector<uint8_t> chunk_buffer(uint64_t size, size_t chunk = kChunkBytes) {
+  return std::vector<uint8_t>(static_cast<size_t>(std::clamp<uint64_t>(size, 1, chunk)));
 }
 
 // Digests looked up by range: add every range, compute() once, then ask of().
