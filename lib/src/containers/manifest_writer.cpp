@@ -3,8 +3,8 @@
 // needs no DOM.
 #include "ptepack/containers/manifest.h"
 
-#include "json/json_writer.h"
 #include "json/json_util.h"
+#include "json/json_writer.h"
 
 namespace ptepack {
 namespace {
@@ -70,33 +70,43 @@ void write_shards(JsonWriter& w, const Manifest& m, const Sink* sink) {
   w.end_array();
 }
 
-void write_tensors(JsonWriter& w, const Manifest& m, const Sink* sink) {
+void write_tensor(JsonWriter& w, const std::string& key, const ManifestTensor& t,
+                  const Sink* sink) {
+  w.key(key);
+  w.begin_object();
+  if (t.alias_of) w.field("alias_of", *t.alias_of);
+  if (!t.dim_order.empty()) {
+    w.key("dim_order");
+    w.numbers(t.dim_order);
+  }
+  w.field("dtype", dtype_name(t.dtype));
+  w.field("mutable", t.is_mutable);
+  w.field("nbytes", t.nbytes);
+  if (t.opaque) w.field("opaque", true);
+  w.field("sha256", to_hex(t.sha256));
+  w.key("shape");
+  w.numbers(t.shape);
+  w.field("shard", t.shard);
+  w.end_object();
+  drain(w, sink);
+}
+
+void write_tensors(JsonWriter& w, const Manifest& m, const Sink* sink,
+                   const ManifestTensorSource* tensors) {
   w.key("tensors");
   w.begin_object();
-  for (const auto& [key, t] : m.tensors) {
-    w.key(key);
-    w.begin_object();
-    if (t.alias_of) w.field("alias_of", *t.alias_of);
-    if (!t.dim_order.empty()) {
-      w.key("dim_order");
-      w.numbers(t.dim_order);
-    }
-    w.field("dtype", dtype_name(t.dtype));
-    w.field("mutable", t.is_mutable);
-    w.field("nbytes", t.nbytes);
-    if (t.opaque) w.field("opaque", true);
-    w.field("sha256", to_hex(t.sha256));
-    w.key("shape");
-    w.numbers(t.shape);
-    w.field("shard", t.shard);
-    w.end_object();
-    drain(w, sink);
+  if (tensors != nullptr) {
+    (*tensors)(
+        [&](const std::string& key, const ManifestTensor& t) { write_tensor(w, key, t, sink); });
+  } else {
+    for (const auto& [key, t] : m.tensors) write_tensor(w, key, t, sink);
   }
   w.end_object();
 }
 
 // Every field in schema order; with a sink, the text handed over piece by piece.
-void render(JsonWriter& w, const Manifest& m, const Sink* sink) {
+void render(JsonWriter& w, const Manifest& m, const Sink* sink,
+            const ManifestTensorSource* tensors = nullptr) {
   w.begin_object();
   if (m.alignment) w.field("alignment", *m.alignment);
   if (m.base_manifest_sha256) w.field("base_manifest_sha256", *m.base_manifest_sha256);
@@ -122,7 +132,7 @@ void render(JsonWriter& w, const Manifest& m, const Sink* sink) {
   write_shards(w, m, sink);
   w.key("state");
   w.strings(m.state);
-  write_tensors(w, m, sink);
+  write_tensors(w, m, sink, tensors);
   w.field("version", m.version);
   w.key("weight_map");
   w.begin_object();
@@ -143,9 +153,9 @@ std::string manifest_to_json(const Manifest& m) {
   return std::move(w).finish();
 }
 
-void write_manifest_json(const Manifest& m, const Sink& sink) {
+void write_manifest_json(const Manifest& m, const Sink& sink, const ManifestTensorSource* tensors) {
   JsonWriter w;
-  render(w, m, &sink);
+  render(w, m, &sink, tensors);
   sink(std::move(w).finish());
 }
 

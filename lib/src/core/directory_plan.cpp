@@ -146,41 +146,11 @@ void describe_options(const DirectoryPlan& plan, const ShardingOptions& options,
       });
 }
 
-ManifestTensor tensor_entry(const StoredTensor& t, const std::string& shard) {
-  return {shard,        t.sha256, t.data.bytes.size, t.data.dtype, t.data.shape,
-          t.is_mutable, {},       t.data.dim_order,  t.data.opaque};
-}
-
-// Every tensor's entry, in key order (the map's, so each goes in at its end):
-// the file of the shard serving it, and its alias (OLD's in a kept shard).
-void describe_tensors(const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors,
-                      Manifest& manifest) {
-  std::vector<size_t> owner_of(tensors.size(), npos);  // new shards' aliases: their group owner
-  for (const auto& shard : plan.placed) {
-    for (size_t g : shard.groups) {
-      const auto& members = plan.groups[g].members;
-      for (size_t k = 1; k < members.size(); ++k) owner_of[members[k]] = members[0];
-    }
-  }
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    const size_t s = plan.shard_of[t];
-    if (s == npos) continue;
-    auto entry = tensor_entry(tensors[t], manifest.shards[s].file);
-    if (owner_of[t] != npos) {
-      entry.alias_of = tensors[owner_of[t]].key;
-    } else if (s < plan.kept.size()) {
-      if (auto alias = plan.kept_aliases.find(tensors[t].key); alias != plan.kept_aliases.end())
-        entry.alias_of = alias->second;
-    }
-    manifest.tensors.emplace_hint(manifest.tensors.end(), tensors[t].key, std::move(entry));
-  }
-}
-
 }  // namespace
 
-void describe_directory(const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors,
-                        const std::vector<Digest>& digests, const ShardingOptions& options,
-                        const std::string& prefix, Manifest& manifest) {
+void describe_directory(const DirectoryPlan& plan, const std::vector<Digest>& digests,
+                        const ShardingOptions& options, const std::string& prefix,
+                        Manifest& manifest) {
   if (digests.size() != plan.placed.size()) {
     fail(ErrorCode::internal, "{} shard digests for {} planned shards", digests.size(),
          plan.placed.size());
@@ -197,7 +167,6 @@ void describe_directory(const DirectoryPlan& plan, const std::vector<StoredTenso
         {name, hex, plan.contents[s].size, plan.placed[s].payload_bytes, plan.keys[s]});
     manifest.total_size += plan.placed[s].payload_bytes;
   }
-  describe_tensors(plan, tensors, manifest);
   if (manifest.programs.size() != plan.program_shards.size()) return;
   for (size_t p = 0; p < manifest.programs.size(); ++p) {
     for (size_t s : plan.program_shards[p]) {
@@ -206,6 +175,44 @@ void describe_directory(const DirectoryPlan& plan, const std::vector<StoredTenso
       if (manifest.programs.size() > 1)
         manifest.shards[s].programs.push_back(manifest.programs[p].file);
     }
+  }
+}
+
+void describe_tensors(const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors,
+                      const std::vector<ManifestShard>& shards, const ManifestTensorVisitor& each) {
+  std::vector<size_t> owner_of(tensors.size(), npos);  // new shards' aliases: their group owner
+  for (const auto& shard : plan.placed) {
+    for (size_t g : shard.groups) {
+      const auto& members = plan.groups[g].members;
+      for (size_t k = 1; k < members.size(); ++k) owner_of[members[k]] = members[0];
+    }
+  }
+  ManifestTensor entry;  // reused: its strings and vectors keep their capacity
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const size_t s = plan.shard_of[t];
+    if (s == npos) continue;
+    const auto& x = tensors[t];
+    entry.shard = shards[s].file;
+    entry.sha256 = x.sha256;
+    entry.nbytes = x.data.bytes.size;
+    entry.dtype = x.data.dtype;
+    entry.shape = x.data.shape;
+    entry.is_mutable = x.is_mutable;
+    entry.dim_order = x.data.dim_order;
+    entry.opaque = x.data.opaque;
+    const std::string* alias = nullptr;
+    if (owner_of[t] != npos) {
+      alias = &tensors[owner_of[t]].key;
+    } else if (s < plan.kept.size()) {
+      if (auto it = plan.kept_aliases.find(x.key); it != plan.kept_aliases.end())
+        alias = &it->second;
+    }
+    if (alias != nullptr) {
+      entry.alias_of = *alias;
+    } else {
+      entry.alias_of.reset();
+    }
+    each(x.key, entry);
   }
 }
 

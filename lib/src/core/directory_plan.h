@@ -72,11 +72,19 @@ struct DirectoryPlan {
 // What a manifest records of a written plan: the shard options (alignment,
 // prefix and placement only when not the default), the shards in plan order
 // (the new ones named by `digests`, the SHA-256 of each new shard's file),
-// total_size, every tensor, and, when manifest.programs lists the plan's
-// programs, each one's shard list and (two or more) each shard's programs.
-// Pure.
-void describe_directory(const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors,
-                        const std::vector<Digest>& digests, const ShardingOptions& options,
-                        const std::string& prefix, Manifest& manifest);
+// total_size, and, when manifest.programs lists the plan's programs, each
+// one's shard list and (two or more) each shard's programs. The tensors are
+// not entered: describe_tensors hands them over. Pure.
+void describe_directory(const DirectoryPlan& plan, const std::vector<Digest>& digests,
+                        const ShardingOptions& options, const std::string& prefix,
+                        Manifest& manifest);
+
+// Every tensor's manifest entry, in key order (the tensors' own): the file of
+// the shard serving it (from `shards`, as describe_directory fills them) and
+// its alias (its group's owner; in a kept shard, OLD's). One entry object is
+// handed over each time: `each` copies what it keeps. What a manifest writer
+// streams (write_manifest_json) without a map of 100,000 entries.
+void describe_tensors(const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors,
+                      const std::vector<ManifestShard>& shards, const ManifestTensorVisitor& each);
 
 }  // namespace ptepack

@@ -161,11 +161,13 @@ struct PackStart {
 [[nodiscard]] PackStart start_pack(const PackOptions& options, int version,
                                    std::vector<std::filesystem::path>& read_paths,
                                    const std::vector<Artifact>& inputs);
-// manifest.json with the stamp, refused above Limits::max_manifest_bytes; with
-// --sign, then DIR/model.sig over every file of the release. Returns the bytes written.
+// manifest.json with the stamp and the plan's tensors (describe_tensors,
+// streamed: manifest.tensors is not read), refused above
+// Limits::max_manifest_bytes; with --sign, then DIR/model.sig over every file
+// of the release. Returns the bytes written.
 uint64_t write_manifest(const PackOptions& options, const std::filesystem::path& dir,
-                        const std::string& display, Manifest& manifest,
-                        const ReleaseStamp& stamp);
+                        const std::string& display, Manifest& manifest, const ReleaseStamp& stamp,
+                        const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors);
 // The output's one directory plan (plan_directory; with --base, on its reuse
 // plan), with the output named in its placement errors.
 [[nodiscard]] DirectoryPlan plan_for_output(const std::vector<StoredTensor>& tensors,
@@ -181,9 +183,8 @@ uint64_t write_manifest(const PackOptions& options, const std::filesystem::path&
 // Describes the written plan in `manifest` (describe_directory) and renames
 // the new shards to the names it gives them (--base's kept shards are copied
 // by BaseRelease::copy_kept).
-void finish_shards(const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors,
-                   const std::vector<Digest>& digests, const PackOptions& options,
-                   AtomicOutput& output, Manifest& manifest);
+void finish_shards(const DirectoryPlan& plan, const std::vector<Digest>& digests,
+                   const PackOptions& options, AtomicOutput& output, Manifest& manifest);
 // The summary's shards (in manifest order, named from the `written` manifest,
 // or unnamed in a dry run), their bytes added to output_bytes, and each
 // program's shard count and (written) list: derived from the plan alone.

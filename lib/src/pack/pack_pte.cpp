@@ -379,10 +379,11 @@ void write_programs_directory(const PackOptions& options, PteInputs& in,
                                  {},
                                  planned.set.programs[p].named_keys});
   }
-  finish_shards(planned.plan, planned.set.tensors, files.shards, options, *output, manifest);
+  finish_shards(planned.plan, files.shards, options, *output, manifest);
   summarize_shards(planned.plan, &manifest, summary);
   summary.output_bytes +=
-      write_manifest(options, dir, output->display_name("manifest.json"), manifest, in.stamp);
+      write_manifest(options, dir, output->display_name("manifest.json"), manifest, in.stamp,
+                     planned.plan, planned.set.tensors);
   if (in.base) in.base->summarize(planned.set.tensors, planned.plan, &manifest, summary);
   in.directories.finish_bytes();  // hashing may still show progress until here
   progress.stop();

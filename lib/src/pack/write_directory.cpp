@@ -103,20 +103,25 @@ ReleaseStamp release_stamp(const PackOptions& options,
 }
 
 uint64_t write_manifest(const PackOptions& options, const fs::path& dir, const std::string& display,
-                        Manifest& manifest, const ReleaseStamp& stamp) {
+                        Manifest& manifest, const ReleaseStamp& stamp, const DirectoryPlan& plan,
+                        const std::vector<StoredTensor>& tensors) {
   manifest.release = stamp.release;
   manifest.base_manifest_sha256 = stamp.base_manifest_sha256;
   // Streamed: written and hashed piece by piece, never one string.
   OutputFile file(dir / "manifest.json", display);
   Sha256 hash;
   uint64_t size = 0;
-  write_manifest_json(manifest, [&](std::string_view piece) {
+  const ManifestTensorSource entries = [&](const ManifestTensorVisitor& each) {
+    describe_tensors(plan, tensors, manifest.shards, each);
+  };
+  auto sink = [&](std::string_view piece) {
     if (size + piece.size() <= Limits::max_manifest_bytes) {  // beyond it, only counted
       file.write_at(size, piece);
       hash.update(piece);
     }
     size += piece.size();
-  });
+  };
+  write_manifest_json(manifest, sink, &entries);
   check_readable_size(display, size, Limits::max_manifest_bytes);
   file.finish(size, OutputFile::Durability::at_commit);  // a directory output's file
   if (!options.sign_key) return size;
@@ -172,11 +177,10 @@ std::vector<Digest> write_shard_files(const DirectoryPlan& plan, const PackOptio
   return digests;
 }
 
-void finish_shards(const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors,
-                   const std::vector<Digest>& digests, const PackOptions& options,
-                   AtomicOutput& output, Manifest& manifest) {
+void finish_shards(const DirectoryPlan& plan, const std::vector<Digest>& digests,
+                   const PackOptions& options, AtomicOutput& output, Manifest& manifest) {
   const auto& dir = output.temp_path();
-  describe_directory(plan, tensors, digests, options.sharding, options.shard_prefix, manifest);
+  describe_directory(plan, digests, options.sharding, options.shard_prefix, manifest);
   for (size_t s = 0; s < plan.placed.size(); ++s) {
     const auto& name = manifest.shards[plan.kept.size() + s].file;
     std::error_code ec;
@@ -233,7 +237,7 @@ void finish_directory(const PreparedPack& prepared, const DirectoryPlan& plan,
   Manifest manifest;
   manifest.program = {"program.ptg", to_hex(files.program), files.program_size};
   if (base != nullptr) base->copy_kept(dir, output, progress);
-  finish_shards(plan, tensors, files.shards, options, output, manifest);
+  finish_shards(plan, files.shards, options, output, manifest);
   manifest.state.assign(prepared.merged.state.begin(), prepared.merged.state.end());
   summary.output_bytes = files.program_size;
   summarize_shards(plan, &manifest, summary);
@@ -246,7 +250,7 @@ void finish_directory(const PreparedPack& prepared, const DirectoryPlan& plan,
     summary.output_bytes += index.size();
   }
   summary.output_bytes +=
-      write_manifest(options, dir, display("manifest.json"), manifest, prepared.stamp);
+      write_manifest(options, dir, display("manifest.json"), manifest, prepared.stamp, plan, tensors);
   if (base != nullptr) base->summarize(tensors, plan, &manifest, summary);
 }
 

@@ -36,6 +36,20 @@ Manifest old_release() {
   return m;
 }
 
+// describe_directory, then every entry describe_tensors hands over, kept in
+// manifest.tensors (checked to come in key order).
+void describe(const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors,
+              const std::vector<Digest>& digests, const ShardingOptions& options,
+              const std::string& prefix, Manifest& manifest) {
+  describe_directory(plan, digests, options, prefix, manifest);
+  REQUIRE(manifest.tensors.empty());  // entered by describe_tensors alone
+  describe_tensors(plan, tensors, manifest.shards,
+                   [&](const std::string& key, const ManifestTensor& entry) {
+                     CHECK((manifest.tensors.empty() || manifest.tensors.rbegin()->first < key));
+                     manifest.tensors.emplace(key, entry);
+                   });
+}
+
 }  // namespace
 
 TEST_CASE("directory plan: a program graph's tensors in new shards, described by their digests") {
@@ -56,7 +70,7 @@ TEST_CASE("directory plan: a program graph's tensors in new shards, described by
   CHECK(plan.program_shards.empty());  // no .pte programs
 
   Manifest manifest;
-  describe_directory(plan, tensors, {digest_of(0xab)}, options, "weights", manifest);
+  describe(plan, tensors, {digest_of(0xab)}, options, "weights", manifest);
   REQUIRE(manifest.shards.size() == 1);
   CHECK(manifest.shards[0].file == "weights-abababababababab.ptd");
   CHECK(manifest.shards[0].sha256 == to_hex(digest_of(0xab)));
@@ -64,6 +78,8 @@ TEST_CASE("directory plan: a program graph's tensors in new shards, described by
   CHECK(manifest.tensors.at("b").alias_of == std::optional<std::string>("a"));
   CHECK(!manifest.tensors.at("a").alias_of);
   CHECK(manifest.tensors.at("c").shard == manifest.shards[0].file);
+  CHECK(!manifest.tensors.at("c").alias_of);  // after an alias: the reused entry reset
+  CHECK(manifest.tensors.at("c").nbytes == 32);
   // Defaults are not recorded; other values are.
   CHECK(!manifest.shard_prefix);
   CHECK(!manifest.alignment);
@@ -72,7 +88,7 @@ TEST_CASE("directory plan: a program graph's tensors in new shards, described by
 
   Manifest other;
   options.alignment = 4096;
-  describe_directory(plan, tensors, {digest_of(0xab)}, options, "model", other);
+  describe(plan, tensors, {digest_of(0xab)}, options, "model", other);
   CHECK(other.shards[0].file == "model-abababababababab.ptd");
   CHECK(other.shard_prefix == std::optional<std::string>("model"));
   CHECK(other.alignment == std::optional<uint64_t>(4096));
@@ -94,8 +110,8 @@ TEST_CASE("directory plan: programs load the shards of their sharing sets") {
   Manifest manifest;
   manifest.programs.push_back({"p0.pte", {}, 0, {"forward"}, {}, {}});
   manifest.programs.push_back({"p1.pte", {}, 0, {"forward"}, {}, {}});
-  describe_directory(plan, tensors, {digest_of(1), digest_of(2), digest_of(3)}, ShardingOptions{},
-                     "weights", manifest);
+  describe(plan, tensors, {digest_of(1), digest_of(2), digest_of(3)}, ShardingOptions{}, "weights",
+           manifest);
   CHECK(manifest.programs[0].shards ==
         std::vector<std::string>{manifest.shards[0].file, manifest.shards[1].file});
   CHECK(manifest.programs[1].shards ==
@@ -110,7 +126,7 @@ TEST_CASE("directory plan: programs load the shards of their sharing sets") {
   CHECK(plan.program_shards == std::vector<std::vector<size_t>>{{0}, {0}});
   CHECK(plan.placement_single);
   Manifest single;
-  describe_directory(plan, tensors, {digest_of(9)}, ShardingOptions{}, "weights", single);
+  describe(plan, tensors, {digest_of(9)}, ShardingOptions{}, "weights", single);
   CHECK(single.placement_single);
 }
 
@@ -137,7 +153,7 @@ TEST_CASE("directory plan: --base's kept shards come first and serve their keys"
 
   Manifest manifest;
   manifest.programs.push_back({"p.pte", {}, 0, {"forward"}, {}, {}});
-  describe_directory(plan, tensors, {digest_of(0x66)}, options, "weights", manifest);
+  describe(plan, tensors, {digest_of(0x66)}, options, "weights", manifest);
   CHECK(shard_keys(manifest) == std::vector<std::vector<std::string>>{{"c", "d", "e"}, {"f"}});
   CHECK(manifest.shards[0].sha256 == old.shards[0].sha256);
   CHECK(manifest.total_size == 108);
@@ -151,7 +167,7 @@ TEST_CASE("directory plan: --base's kept shards come first and serve their keys"
   options.max_shard_bytes = 200;
   options.oversize_own_shard = true;
   Manifest capped;
-  describe_directory(plan, tensors, {digest_of(0x66)}, options, "weights", capped);
+  describe(plan, tensors, {digest_of(0x66)}, options, "weights", capped);
   CHECK(capped.oversize_own_shard);
 }
 
@@ -176,5 +192,5 @@ TEST_CASE("directory plan: the planner's refusal and a digest count that does no
   options.max_shard_bytes.reset();
   auto plan = plan_directory(tensors, groups, {}, options);
   Manifest manifest;
-  CHECK_THROWS_AS(describe_directory(plan, tensors, {}, options, "weights", manifest), Error);
+  CHECK_THROWS_AS(describe_directory(plan, {}, options, "weights", manifest), Error);
 }

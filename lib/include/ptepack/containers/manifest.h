@@ -127,8 +127,14 @@ inline constexpr uint64_t kMaxRelease = (uint64_t{1} << 53) - 1;  // exact in ev
 [[nodiscard]] std::string manifest_to_json(const Manifest& manifest);
 // The same text handed to `sink` in order, in pieces of about 1 MiB: a
 // 100,000-tensor manifest is written without ever being one string.
+// With `tensors`, the "tensors" entries are the ones it hands over (in key
+// order, one at a time) instead of manifest.tensors: a writer need not hold
+// them all in a map.
+using ManifestTensorVisitor = std::function<void(const std::string& key, const ManifestTensor&)>;
+using ManifestTensorSource = std::function<void(const ManifestTensorVisitor&)>;
 void write_manifest_json(const Manifest& manifest,
-                         const std::function<void(std::string_view)>& sink);
+                         const std::function<void(std::string_view)>& sink,
+                         const ManifestTensorSource* tensors = nullptr);
 // Strict reader: every field present with the right type, file names plain
 // (no '/', '\\', '..', leading '.', or empty). Errors: invalid_input "<context>: ...".
 [[nodiscard]] Manifest parse_manifest(std::string_view text, const std::string& context);
