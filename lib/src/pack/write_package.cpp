@@ -1,5 +1,6 @@
 // .ptn writer: ZIP of program.ptg, program.safetensors (owners, sorted) and aliases.json.
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 #include <unordered_map>
@@ -146,12 +147,19 @@ std::vector<bool> may_have_duplicates(const std::vector<uint64_t>& sizes,
   return candidate;
 }
 
-// The digest `range` (the index-th) is predicted to have: its samples' when it
-// may have a duplicate; else any of its own, its length alone keeping it apart.
-Digest predicted_digest(const ByteRange& range, bool candidate, uint64_t index) {
+// The digest `range` is predicted to have: its samples' when it may have a
+// duplicate; else one of its own, made of where it lies (its length alone
+// keeps it apart, and the same range is the same bytes), so predictions made
+// at different times never meet by chance.
+Digest predicted_digest(const ByteRange& range, bool candidate) {
   if (candidate) return sample_fingerprint(range);
   Digest own{};
-  std::memcpy(own.data(), &index, sizeof index);
+  const auto where = reinterpret_cast<std::uintptr_t>(range.file.get());
+  static_assert(sizeof where <= 8);
+  std::memcpy(own.data(), &where, sizeof where);
+  std::memcpy(own.data() + 8, &range.offset, sizeof range.offset);
+  std::memcpy(own.data() + 16, &range.size, sizeof range.size);
+  own.back() = 1;
   return own;
 }
 
@@ -246,13 +254,13 @@ void predict_digests(RangeDigests& digests) {
   const auto ranges = digests.pending();
   const auto candidate = may_have_duplicates(sizes_of(ranges));
   for (size_t i = 0; i < ranges.size(); ++i)
-    digests.set(ranges[i], predicted_digest(ranges[i], candidate[i], i));
+    digests.set(ranges[i], predicted_digest(ranges[i], candidate[i]));
 }
 
 void predict_digests(std::vector<StoredTensor>& tensors) {
   const auto candidate = may_have_duplicates(sizes_of(tensors), mutable_flags(tensors));
   for (size_t i = 0; i < tensors.size(); ++i)
-    tensors[i].sha256 = predicted_digest(tensors[i].data.bytes, candidate[i], i);
+    tensors[i].sha256 = predicted_digest(tensors[i].data.bytes, candidate[i]);
 }
 
 bool same_groups(const std::vector<StorageGroup>& a, const std::vector<StorageGroup>& b) {
