@@ -119,7 +119,7 @@ ProgramUse program_use(const std::vector<StoredTensor>& tensors, const Externali
 // The inputs' chosen methods made one program, read back as the one source.
 void merge_sources(const PackOptions& options, PteInputs& in, RangeDigests& digests,
                    Progress& progress, PackSummary& summary) {
-  in.merged = merge_programs(options, in, digests);
+  in.merged = merge_pte_sources(options, in, digests);
   const auto& merged = in.merged->merged;
   for (const auto& m : merged.methods)
     summary.methods.push_back({m.name, in.sources[m.input].name, m.source});
@@ -232,7 +232,7 @@ WrittenPrograms write_program_files(const PackOptions& options, const PteInputs&
 // (the program-graph path's speculation, docs/format-pte.md): a directory of
 // programs, or a .pte output (its one program in `planned.programs`).
 struct PteSpeculation {
-  std::unique_ptr<MergedProgram> merged;  // a .pte output's merge, on the predicted digests
+  std::unique_ptr<PteMerge> merged;  // a .pte output's merge, on the predicted digests
   PlannedPrograms planned;
   std::unique_ptr<AtomicOutput> output;
   WrittenPrograms files;
@@ -261,7 +261,7 @@ void guess_program(const PackOptions& options, const PteInputs& in, RangeDigests
                    PteSpeculation& guess) {
   auto source = in.sources.front();
   if (merging(options, in.sources.size(), in.renames)) {
-    guess.merged = merge_programs(options, in, predicted);
+    guess.merged = merge_pte_sources(options, in, predicted);
     source = guess.merged->source;
     add_program_ranges(source, predicted);  // through the inputs' ranges, or predicted here
     predict_digests(predicted);

@@ -113,8 +113,8 @@ std::string merged_file_name(const PackOptions& options, const PteInputs& in) {
 
 }  // namespace
 
-std::unique_ptr<MergedProgram> merge_programs(const PackOptions& options, const PteInputs& in,
-                                              const RangeDigests& digests) {
+std::unique_ptr<PteMerge> merge_pte_sources(const PackOptions& options, const PteInputs& in,
+                                            const RangeDigests& digests) {
   std::vector<pte::MergeInput> inputs;
   std::vector<std::string> names;
   for (const auto& s : in.sources) {
@@ -124,7 +124,7 @@ std::unique_ptr<MergedProgram> merge_programs(const PackOptions& options, const 
   }
   pte::choose_methods(inputs, in.renames, options.methods);
   const std::string file = merged_file_name(options, in);
-  auto merged = std::make_unique<MergedProgram>();
+  auto merged = std::make_unique<PteMerge>();
   merged->merged = pte::merge(inputs, digests, file, options.share_state);
   merged->file = ProgramFile{file, pte::read(merged->merged.file), std::nullopt};
   merged->source = {fmt::format("{}", fmt::join(names, " + ")), &merged->file,

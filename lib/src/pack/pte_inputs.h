@@ -18,7 +18,7 @@ namespace ptepack::detail {
 
 // The inputs' chosen methods made one program (pte::merge), read back as the
 // one source a merge packs. Held where it stays put: the source points into it.
-struct MergedProgram {
+struct PteMerge {
   pte::Merged merged;
   ProgramFile file;
   ProgramSource source;
@@ -31,7 +31,7 @@ struct PteInputs {
   std::vector<ProgramSource> sources;
   std::vector<std::optional<std::string>> renames;  // per source: METHOD=
   std::vector<std::filesystem::path> paths;         // every file read, for the output check
-  std::unique_ptr<MergedProgram> merged;            // a merge: its program, the one source
+  std::unique_ptr<PteMerge> merged;                 // a merge: its program, the one source
   ReleaseStamp stamp;                               // the output manifest's release fields
   std::unique_ptr<BaseRelease> base;  // --base, opened and checked before any input is hashed
 };
@@ -49,8 +49,8 @@ void add_proven_digests(const PteInputs& in, RangeDigests& digests);
 // The merge of in.sources (their methods chosen and renamed as the options
 // say) on `digests`, which hold every range add_merge_ranges names. The
 // merged program's own ranges are not added to `digests`.
-[[nodiscard]] std::unique_ptr<MergedProgram> merge_programs(const PackOptions& options,
-                                                            const PteInputs& in,
-                                                            const RangeDigests& digests);
+[[nodiscard]] std::unique_ptr<PteMerge> merge_pte_sources(const PackOptions& options,
+                                                          const PteInputs& in,
+                                                          const RangeDigests& digests);
 
 }  // namespace ptepack::detail

@@ -150,16 +150,22 @@ std::vector<bool> may_have_duplicates(const std::vector<uint64_t>& sizes,
 // The digest `range` is predicted to have: its samples' when it may have a
 // duplicate; else one of its own, made of where it lies (its length alone
 // keeps it apart, and the same range is the same bytes), so predictions made
-// at different times never meet by chance.
+// at different times never meet by chance. Its first 8 bytes, which dedup
+// hashes on, mix all three (ranges of one file must not share a bucket).
 Digest predicted_digest(const ByteRange& range, bool candidate) {
   if (candidate) return sample_fingerprint(range);
+  auto mix = [](uint64_t x) {  // splitmix64's finaliser
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  };
+  const uint64_t file = reinterpret_cast<std::uintptr_t>(range.file.get());
+  const uint64_t spread = mix(file ^ mix(range.offset ^ mix(range.size))) | 1;  // never zero
   Digest own{};
-  const auto where = reinterpret_cast<std::uintptr_t>(range.file.get());
-  static_assert(sizeof where <= 8);
-  std::memcpy(own.data(), &where, sizeof where);
-  std::memcpy(own.data() + 8, &range.offset, sizeof range.offset);
-  std::memcpy(own.data() + 16, &range.size, sizeof range.size);
-  own.back() = 1;
+  std::memcpy(own.data(), &spread, 8);
+  std::memcpy(own.data() + 8, &file, 8);
+  std::memcpy(own.data() + 16, &range.offset, 8);
+  std::memcpy(own.data() + 24, &range.size, 8);
   return own;
 }
 

@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "json/json_util.h"
 #include "json/json_writer.h"
 #include "ptepack/base/error.h"
-#include "json/json_util.h"
 #include "ptepack/containers/manifest.h"
 
 namespace ptepack {
@@ -167,6 +167,21 @@ TEST_CASE("write_manifest_json hands over manifest_to_json's text in pieces") {
   pieces = 0;
   write_manifest_json(sample(kManifestVersion), [&](std::string_view) { ++pieces; });
   CHECK(pieces == 1);
+  // The tensor entries handed over one at a time (one object, refilled) instead of the
+  // map's (left empty here): the same text.
+  auto streamed = m;
+  streamed.tensors.clear();
+  const ManifestTensorSource source = [&](const ManifestTensorVisitor& each) {
+    ManifestTensor entry;
+    for (const auto& [key, t] : m.tensors) {
+      entry = t;
+      each(key, entry);
+    }
+  };
+  std::string from_source;
+  write_manifest_json(
+      streamed, [&](std::string_view piece) { from_source += piece; }, &source);
+  CHECK(from_source == text);
 }
 
 TEST_CASE("the reader checks the weight_map against the shards' key lists") {
@@ -259,7 +274,6 @@ TEST_CASE("JsonWriter lays DOM values out in place and streams in pieces") {
   root.dom(inner);
   CHECK(std::move(root).finish() == json_text(inner));
 }
-
 
 TEST_CASE("recorded shard options round-trip and are checked") {
   Manifest m;

@@ -187,4 +187,9 @@ TEST_CASE("a merge written while hashing is dropped when hashing finds a conflic
     }
     CHECK((test::directory_files(dir.path()) == before));  // nothing written or left behind
   }
+  // The same inputs without the flipped byte: no conflict, and the merge is written while
+  // hashing, so the refusals above were of a merge written on a prediction.
+  const auto same = edited_mlp(dir.path() / "same.pte", false, false).string() + "@" + extra;
+  CHECK(pack_with({same, original}, dir.path() / "merged.pte", 1, std::nullopt)
+            .written_while_hashing);
 }
