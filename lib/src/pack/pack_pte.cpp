@@ -259,15 +259,12 @@ bool worth_writing_pte_while_hashing(const PackOptions& options, const PteInputs
 // A .pte output's one program on predicted digests: merged first if asked for.
 void guess_program(const PackOptions& options, const PteInputs& in, RangeDigests& predicted,
                    PteSpeculation& guess) {
-  auto source = in.sources.front();
   if (merging(options, in.sources.size(), in.renames)) {
     guess.merged = merge_pte_sources(options, in, predicted);
-    source = guess.merged->source;
-    add_program_ranges(source, predicted);  // through the inputs' ranges, or predicted here
+    add_program_ranges(guess.merged->source, predicted);  // through the inputs', or predicted
     predict_digests(predicted);
-  } else {
-    source = the_one_source(options, in);
   }
+  const auto source = guess.merged ? guess.merged->source : the_one_source(options, in);
   guess.planned.programs.push_back(inline_content(options, source, predicted).content);
 }
 
