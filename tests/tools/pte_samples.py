@@ -67,3 +67,68 @@ def write_stateful(path, methods, fqn="state", initial=(10.0, 20.0), shared=Fals
     plans = [stateful_plan(name, kind, fqn, 0 if shared else None) for name, kind in methods]
     program_json, segments = program(plans, initial)
     return pte_writer.write(path, program_json, segments)
+
+
+# ------------------------------------------------------------------ variants of real programs
+
+def _reindex_segments(program, segments, drop):
+    """(program, segments) without the segments whose indices are in `drop`, every
+    reference to a later segment renumbered, as an exporter that never wrote them would."""
+    keep = [i for i in range(len(segments)) if i not in drop]
+    new_index = {old: new for new, old in enumerate(keep)}
+    constant = program.get("constant_segment")
+    if constant is not None:
+        constant["segment_index"] = new_index[constant.get("segment_index", 0)]
+    for entry in program.get("mutable_data_segments", []):
+        entry["segment_index"] = new_index[entry.get("segment_index", 0)]
+    for entry in program.get("named_data", []):
+        entry["segment_index"] = new_index[entry.get("segment_index", 0)]
+    for plan in program.get("execution_plan", []):
+        for delegate in plan.get("delegates", []):
+            ref = delegate["processed"]
+            if ref.get("location", "INLINE") == "SEGMENT":
+                ref["index"] = new_index[ref.get("index", 0)]
+    return program, [segments[i] for i in keep]
+
+
+def inline_delegates(source, path, backend=None, drop_stored=False):
+    """`source` written as ExecuTorch's exporter writes it with
+    extract_delegate_segments=False: every delegate blob inline in backend_delegate_data,
+    in delegate order, its segment gone. `backend` renames every delegate (an Ethos-U or
+    Core ML program's id); `drop_stored` also drops the named data and every constant, so
+    the program has no stored tensors at all (as Ethos-U programs, whose blobs hold their
+    weights)."""
+    program, segments = pte_writer.decode(source)
+    inline = program.setdefault("backend_delegate_data", [])
+    moved = set()
+    for plan in program.get("execution_plan", []):
+        for delegate in plan.get("delegates", []):
+            ref = delegate["processed"]
+            if backend is not None:
+                delegate["id"] = backend
+            if ref.get("location", "INLINE") != "SEGMENT":
+                continue
+            index = ref.get("index", 0)
+            moved.add(index)
+            inline.append({"data": list(segments[index])})
+            ref["location"] = "INLINE"
+            ref["index"] = len(inline) - 1
+    if drop_stored:
+        dropped = program.pop("named_data", [])
+        moved.update(entry.get("segment_index", 0) for entry in dropped)
+        for entry in inline:  # the blobs name no data they could be served
+            blob = bytes(entry["data"])
+            for named in dropped:
+                blob = blob.replace(named["key"].encode(), named["key"][::-1].encode())
+            entry["data"] = list(blob)
+        for plan in program.get("execution_plan", []):
+            for value in plan.get("values", []):
+                tensor = value.get("val") if value.get("val_type") == "Tensor" else None
+                if tensor and tensor.get("data_buffer_idx", 0) and "allocation_info" not in tensor:
+                    tensor.pop("data_buffer_idx")
+        constant = program.get("constant_segment")
+        if constant is not None:
+            segments[constant.get("segment_index", 0)] = b""
+            constant["offsets"] = [0]
+    program, segments = _reindex_segments(program, segments, moved)
+    return pte_writer.write(path, program, segments)

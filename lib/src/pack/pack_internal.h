@@ -86,6 +86,12 @@ struct PackageSpeculation {
 [[nodiscard]] bool confirm_package(const PreparedPack& prepared, PackageSpeculation& speculation,
                                    Progress* progress, PackSummary& summary);
 
+// Runs plan(), the output planned on predicted digests: false when it raised
+// any ptepack Error, internal ones included. A prediction that cannot be
+// confirmed never decides the outcome: the caller then runs the plain path on
+// the real digests, which gives any error there is in its usual order.
+[[nodiscard]] bool planned_on_prediction(const std::function<void()>& plan);
+
 // Runs write() on a thread of its own while hash() runs on this one; the
 // writer's error goes to `write_error` (for the caller to raise only if the
 // prediction it wrote on holds). An error of hash() asks the writer to stop

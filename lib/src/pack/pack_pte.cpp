@@ -59,6 +59,7 @@ InlinedProgram inline_content(const PackOptions& options, const ProgramSource& s
   InlinedProgram out;
   out.rewrite = inline_program(source, digests);
   out.rewrite.alignment = options.sharding.alignment;
+  out.rewrite.constant_alignment = options.constant_alignment.value_or(0);
   out.content = program_content(pte::rewrite(source.file->program, out.rewrite));
   return out;
 }
@@ -193,6 +194,7 @@ void rewrite_programs(const PackOptions& options, const PteInputs& in, PlannedPr
   for (size_t p = 0; p < in.sources.size(); ++p) {
     auto& rewrite = planned.set.programs[p].rewrite;
     rewrite.alignment = options.sharding.alignment;
+    rewrite.constant_alignment = options.constant_alignment.value_or(0);
     planned.programs.push_back(program_content(pte::rewrite(in.sources[p].file->program, rewrite)));
     summary.programs.push_back(program_summary(in.sources[p], planned.programs.back().size));
     summary.output_bytes += planned.programs.back().size;
@@ -271,7 +273,7 @@ void guess_program(const PackOptions& options, const PteInputs& in, RangeDigests
 // Plans the output on predicted digests (predict_digests) and writes it on a
 // thread of its own while `digests` are computed on this one. Nullopt, before
 // anything is hashed, when the output cannot be made yet (output_before_hashing)
-// or the predicted plan fails (the real plan then gives its error in its usual order).
+// or the predicted plan fails in any way (the plain path then runs).
 std::optional<PteSpeculation> write_while_hashing(const PackOptions& options, PteInputs& in,
                                                   RangeDigests& digests, Progress& progress) {
   PteSpeculation guess;
@@ -281,7 +283,7 @@ std::optional<PteSpeculation> write_while_hashing(const PackOptions& options, Pt
   if (!guess.output) return std::nullopt;
   RangeDigests predicted = digests;
   predict_digests(predicted);
-  try {
+  const bool planned = planned_on_prediction([&] {
     PackSummary scratch;  // the summary takes the real plan's figures
     if (one_file) {
       guess_program(options, in, predicted, guess);
@@ -289,10 +291,8 @@ std::optional<PteSpeculation> write_while_hashing(const PackOptions& options, Pt
       guess.planned = plan_pte_directory(options, in, predicted, progress, scratch);
       rewrite_programs(options, in, guess.planned, scratch);
     }
-  } catch (const Error& e) {
-    if (e.code() == ErrorCode::internal) throw;  // a bug, on any digests
-    return std::nullopt;
-  }
+  });
+  if (!planned) return std::nullopt;
   if (one_file) progress.set_write_total(guess.planned.programs.front().size);
   write_beside_hashing(
       [&](const std::stop_token& stop) {

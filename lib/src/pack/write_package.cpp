@@ -236,6 +236,15 @@ std::unique_ptr<AtomicOutput> output_before_hashing(const PackOptions& options,
   }
 }
 
+bool planned_on_prediction(const std::function<void()>& plan) {
+  try {
+    plan();
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 void write_beside_hashing(const std::function<void(const std::stop_token&)>& write,
                           const std::function<void()>& hash, std::exception_ptr& write_error) {
   // The writer reads keys, layouts and bytes; hash() writes only digests.

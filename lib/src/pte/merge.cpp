@@ -25,6 +25,14 @@ using detail::Field;
 using detail::has_instructions;
 using detail::returned_values;
 
+// Where a delegate's inline blob (backend_delegate_data) lies in the file.
+ByteRange inline_blob(const Program& p, const Delegate& d) {
+  const auto* data = p.root()->backend_delegate_data()->Get(d.index)->data();
+  ByteRange range{p.file, 0, d.size};
+  if (data != nullptr) range.offset = static_cast<uint64_t>(data->Data() - p.flatbuffer.data());
+  return range;
+}
+
 }  // namespace
 
 void add_merge_ranges(const Program& p, const TensorTable& data, RangeDigests& digests) {
@@ -33,7 +41,9 @@ void add_merge_ranges(const Program& p, const TensorTable& data, RangeDigests& d
   }
   for (const auto& nd : p.named_data) digests.add(nd.bytes);
   for (const Delegate& d : p.delegates) {
-    if (!d.inline_data) {
+    if (d.inline_data) {
+      if (d.size > 0) digests.add(inline_blob(p, d));
+    } else {
       const Segment& s = p.segments[d.index];
       digests.add(ByteRange{p.file, s.offset, s.size});
     }
@@ -50,12 +60,13 @@ class Merger {
     plan_.remaps.resize(inputs.size());
   }
 
-  Merged run(const std::string& name, bool share_state) {
+  Merged run(const std::string& name, const MergeOptions& options) {
     check_inputs();
+    if (options.constant_alignment != 0) plan_.tensor_alignment = options.constant_alignment;
     choose_plans();
     for (size_t i = 0; i < inputs_.size(); ++i) collect(i);
     place_segments();
-    if (share_state) {
+    if (options.share_state) {
       out_.notes.push_back(detail::plan_shared_state(plan_, inputs_, digests_));
     } else {
       auto notes = detail::shareable_state(plan_, inputs_);
@@ -246,9 +257,7 @@ class Merger {
     for (const Delegate& d : p.delegates) {
       if (!chosen(i, d.plan)) continue;
       if (d.inline_data) {
-        const auto* data = p.root()->backend_delegate_data()->Get(d.index)->data();
-        ByteRange range{p.file, 0, d.size};
-        if (data != nullptr) range.offset = static_cast<uint64_t>(data->Data() - p.flatbuffer.data());
+        const ByteRange range = inline_blob(p, d);
         auto key = std::make_pair(d.size == 0 ? Digest{} : digests_.of(range), d.size);
         auto [it, fresh] = inline_by_digest_.emplace(key, static_cast<uint32_t>(plan_.inline_data.size()));
         if (fresh) plan_.inline_data.push_back(range);
@@ -397,8 +406,8 @@ void Merger::place_segments() {
 }  // namespace
 
 Merged merge(const std::vector<MergeInput>& inputs, const RangeDigests& digests,
-             const std::string& name, bool share_state) {
-  return Merger(inputs, digests).run(name, share_state);
+             const std::string& name, const MergeOptions& options) {
+  return Merger(inputs, digests).run(name, options);
 }
 
 }  // namespace ptepack::pte

@@ -5,11 +5,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/shard_layout.h"
+#include "pack/pack_internal.h"
 #include "ptepack/base/error.h"
 #include "ptepack/pack/pack.h"
 #include "ptepack/pte/pte.h"
@@ -192,4 +194,39 @@ TEST_CASE("a merge written while hashing is dropped when hashing finds a conflic
   const auto same = edited_mlp(dir.path() / "same.pte", false, false).string() + "@" + extra;
   CHECK(pack_with({same, original}, dir.path() / "merged.pte", 1, std::nullopt)
             .written_while_hashing);
+}
+
+TEST_CASE("a merge with inline delegate data is written while hashing, the same as after") {
+  // conv_inline.pte: xnnpack_conv.pte with its blob in backend_delegate_data, as an
+  // export with extract_delegate_segments=False writes it (tests/data/pte/SOURCES.md).
+  for (const char* variant : {"conv_inline.pte", "ethos_like.pte"}) {
+    CAPTURE(variant);
+    test::TempDir dir;
+    const std::vector<std::string> inputs{
+        patched_mlp(dir.path(), true).string() + "@" + extra_data(dir.path()).string(),
+        "conv=" + test::pte_fixture(std::string("variants/") + variant).string()};
+    const auto after = pack_with(inputs, dir.path() / "after.pte", 0, std::nullopt);
+    const auto during = pack_with(inputs, dir.path() / "during.pte", 1, std::nullopt);
+    CHECK((test::file_bytes(dir.path() / "during.pte") ==
+           test::file_bytes(dir.path() / "after.pte")));
+    CHECK(during.written_while_hashing);
+    CHECK(during.methods.size() == 2u);
+  }
+}
+
+TEST_CASE("a plan on predicted digests that fails in any way is a prediction not confirmed") {
+  using detail::planned_on_prediction;
+  int ran = 0;
+  CHECK(planned_on_prediction([&] { ++ran; }));
+  for (auto code : {ErrorCode::internal, ErrorCode::invalid_input, ErrorCode::conflict,
+                    ErrorCode::usage, ErrorCode::io}) {
+    CAPTURE(static_cast<int>(code));
+    CHECK_FALSE(planned_on_prediction([&] {
+      ++ran;
+      fail(code, "digest of an unhashed range requested");
+    }));
+  }
+  CHECK(ran == 6);
+  // Not a ptepack error (out of memory, a broken invariant of the library): not hidden.
+  CHECK_THROWS_AS(planned_on_prediction([] { throw std::bad_alloc(); }), std::bad_alloc);
 }
