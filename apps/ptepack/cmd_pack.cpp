@@ -21,6 +21,7 @@ struct PackArgs {
   std::string merge;
   std::string sign;
   uint64_t release = 0;
+  uint64_t constant_alignment = 0;
   size_t max_shard_tensors = 0;
   bool json = false;
   bool quiet = false;
@@ -88,6 +89,11 @@ void add_program_options(CLI::App& cmd, PackArgs& args) {
   cmd.add_option("--sign", args.sign,
                  "KEY.pem: sign the release (DIR/model.sig, OpenSSF Model Signing) before it "
                  "is committed");
+  cmd.add_option("--constant-alignment", args.constant_alignment,
+                 "N: align every constant in a .pte output's constant segment to N bytes (a "
+                 "power of two from 16 to 65536; default: the largest alignment the inputs' "
+                 "exporters used, read from the padding between their constants)")
+      ->default_str("");
   add_key_password_options(cmd, args.options.sign_password);
 }
 
@@ -111,6 +117,7 @@ void finish_options(PackArgs& args, const CLI::App& cmd, const std::string& prog
   if (given("--merge")) o.merge = args.merge;  // checked by pack
   if (given("--sign")) o.sign_key = args.sign;
   if (given("--release")) o.release = args.release;
+  if (given("--constant-alignment")) o.constant_alignment = args.constant_alignment;
   if (args.max_shard_tensors > 0) o.sharding.max_shard_tensors = args.max_shard_tensors;
   o.sharding.format =
       args.shard_format == "safetensors" ? ShardFormat::safetensors : ShardFormat::ptd;

@@ -124,12 +124,13 @@ def pack(inputs: Union[PathLike, Sequence[PathLike]], output: PathLike, *,
          base: Optional[PathLike] = None, shard_prefix: Optional[str] = None,
          alignment: Optional[int] = None, merge: Optional[str] = None,
          method: Union[str, Sequence[str], None] = None, share_state: bool = False,
-         dry_run: bool = False, force: bool = False, **options: Any) -> PackResult:
+         constant_alignment: Optional[int] = None, dry_run: bool = False, force: bool = False,
+         **options: Any) -> PackResult:
     """`ptepack pack INPUTS -o OUTPUT`: inputs are paths (`[METHOD=]PATH[@DATA,...]` strings,
     `NEW=PATH` renaming a .pte program's method). `merge="m.pte"` merges .pte inputs into
     one program of a directory output, `method` keeps only those methods, `share_state`
-    shares mutable buffers between merged methods. Further CLI options pass through
-    `options`."""
+    shares mutable buffers between merged methods, `constant_alignment` forces the padding
+    of a .pte output's constants. Further CLI options pass through `options`."""
     _check_options(pack, options)
     args = _paths(inputs) + ["-o", os.fspath(output)]
     methods = [method] if isinstance(method, str) else method
@@ -137,7 +138,8 @@ def pack(inputs: Union[PathLike, Sequence[PathLike]], output: PathLike, *,
                           shard_format=shard_format, oversize=oversize,
                           max_shard_tensors=max_shard_tensors, placement=placement, base=base,
                           shard_prefix=shard_prefix, alignment=alignment, merge=merge,
-                          method=methods, share_state=share_state, dry_run=dry_run,
+                          method=methods, share_state=share_state,
+                          constant_alignment=constant_alignment, dry_run=dry_run,
                           force=force, **options))
     return PackResult.from_json(_run("pack", args, ptepack)[1])
 

@@ -53,6 +53,7 @@ class PackResult:
     stored_bytes: int
     dedup_saved_bytes: int
     output_bytes: int
+    input_bytes: int  # every input file read, each once (--base's aside)
     shards: List[Shard]
     programs: List[Program]
     notes: List[str]
@@ -69,7 +70,8 @@ class PackResult:
         base = BaseRelease(**doc["base"]) if doc.get("base") else None
         return cls(doc["output"], doc["kind"], doc["dry_run"], doc["methods"],
                    doc["tensor_count"], doc["stored_tensor_count"], doc["referenced_bytes"],
-                   doc["stored_bytes"], doc["dedup_saved_bytes"], doc["output_bytes"], shards,
+                   doc["stored_bytes"], doc["dedup_saved_bytes"], doc["output_bytes"],
+                   doc["input_bytes"], shards,
                    programs, doc.get("notes", []), base, doc)
 
 

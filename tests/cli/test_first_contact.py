@@ -39,11 +39,15 @@ def a_directory_of_programs_answers_method_and_summary_per_method(ctx):
     ctx.check("no method 'nosuch'" in result.err and "double" in result.err, result.err)
     summary = ctx.run_ok("dump", out, "--summary").out
     section = summary[summary.index("by method:"):] if "by method:" in summary else ""
-    ctx.check(re.search(r"\n\s+double\s+1 keys", section) and re.search(r"\n\s+forward\s+", section),
+    # Keyed by program and method: the two programs' `forward` are two methods.
+    ctx.check(re.search(r"\n\s+portable_multi_method\.pte double\s+1 keys", section) and
+              re.search(r"\n\s+portable_multi_method\.pte forward\s+", section) and
+              re.search(r"\n\s+xnnpack_conv\.pte forward\s+2 keys", section),
               f"--summary by method: {summary}")
     doc = ctx.run_ok("dump", out, "--json", "--summary").json()
     names = {m["name"] for m in doc["breakdown"]["by_method"]}
-    ctx.check({"double", "forward"} <= names, f"--json by_method {names}")
+    ctx.equal(names, {"portable_multi_method.pte double", "portable_multi_method.pte forward",
+                      "xnnpack_conv.pte forward"}, "--json by_method")
 
 
 @suite.test

@@ -73,16 +73,17 @@ def damaged_copy(source, destination):
 
 
 def pte_pair(ctx_data, ptepack):
-    """conv.pte and add.pte (fixtures), conv_dir packed from conv.pte, and two one-field
-    changes made in place: add_out.pte (operator overload "out" -> "Out") and conv_blob.pte
-    (one delegate blob byte), with conv_blob_dir packed from it."""
+    """conv.pte, add.pte and mlp.pte (fixtures), conv_dir packed from conv.pte, three_dir
+    from all three, and two one-field changes made in place: add_out.pte (operator overload
+    "out" -> "Out") and conv_blob.pte (one delegate blob byte), with conv_blob_dir packed
+    from it."""
     def prepare(work):
         if os.path.exists(os.path.join(work, "conv_blob_dir")):
             return
         shutil.copy(os.path.join(ctx_data, "pte", "external_pair.ptd"),
                     os.path.join(work, "pair.ptd"))
         for stem, name in (("xnnpack_conv", "conv"), ("portable_add_no_header", "add"),
-                           ("external_pair", "pair")):
+                           ("external_pair", "pair"), ("xnnpack_stress_mlp", "mlp")):
             shutil.copy(os.path.join(ctx_data, "pte", stem + ".pte"),
                         os.path.join(work, name + ".pte"))
         add = os.path.join(work, "add_out.pte")
@@ -105,6 +106,8 @@ def pte_pair(ctx_data, ptepack):
             handle.write(bytes([byte ^ 1]))
         for source, out in (("conv.pte", "conv_dir"), ("conv_blob.pte", "conv_blob_dir")):
             subprocess.run([ptepack, "pack", source, "-o", out, "-q"], cwd=work, check=True)
+        subprocess.run([ptepack, "pack", "conv.pte", "add.pte", "mlp.pte", "-o", "three_dir",
+                        "-q", "--max-shard-bytes", "1MB"], cwd=work, check=True)
     return prepare
 
 
@@ -147,6 +150,10 @@ CASES = [
     ("diff_pte_dirs_json", ["diff", "conv_dir", "conv_blob_dir", "--json"], "pte"),
     ("diff_pte_other_program", ["diff", "add.pte", "conv.pte"], "pte"),
     ("dump_pte_graph_dot", ["dump", "pair.pte", "--graph=dot"], "pte"),
+    ("dump_pte_summary", ["dump", "mlp.pte", "--summary", "--top", "3"], "pte"),
+    ("dump_pte_no_tensors", ["dump", "mlp.pte", "--no-tensors"], "pte"),
+    ("dump_pte_dir_summary", ["dump", "three_dir", "--summary", "--top", "3"], "pte"),
+    ("dump_pte_dir_no_tensors", ["dump", "three_dir", "--no-tensors"], "pte"),
     ("dump_ptn_graph_dot", ["dump", "model.ptn", "--graph=dot"]),
     ("dump_program_json", ["dump", "prefill.json"]),
     ("dump_program_json_json", ["dump", "prefill.json", "--json"]),

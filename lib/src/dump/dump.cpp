@@ -229,7 +229,8 @@ std::vector<Digest> row_digests(const Artifact& artifact, const std::vector<KeyR
   return digests;
 }
 
-// .pte programs: the methods that read each key.
+// .pte programs: the methods that read each key, each named with its program
+// ("model.pte forward"): methods of one name in two programs are two methods.
 void add_key_methods(const Artifact& artifact, DumpContext& context) {
   for (const auto& p : artifact.pte_programs) {
     // Its named data: its own, the manifest's list for it, or its data files' other keys.
@@ -249,9 +250,15 @@ void add_key_methods(const Artifact& artifact, DumpContext& context) {
     for (uint32_t plan = 0; plan < p.program.plans.size(); ++plan) {
       std::set<std::string> read = pte::detail::keys_named_by_plan(p.program, plan, named);
       for (const auto& t : p.program.tensors) {
-        if (t.plan == plan && t.storage == pte::Storage::external) read.insert(t.fqn);
+        if (t.plan != plan) continue;
+        if (t.storage == pte::Storage::external) read.insert(t.fqn);
+        if (t.storage == pte::Storage::constant_segment ||
+            t.storage == pte::Storage::constant_buffer) {
+          read.insert(own_tensor_key(p.program, t));
+        }
       }
-      for (const auto& key : read) context.key_methods[key].push_back(p.program.plans[plan]);
+      const auto method = fmt::format("{} {}", p.file, p.program.plans[plan]);
+      for (const auto& key : read) context.key_methods[key].push_back(method);
     }
   }
 }
@@ -328,7 +335,7 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
   if (!artifact.pte_programs.empty()) {
     programs = dump_programs(
         {artifact.pte_programs, artifact.data, artifact.manifest ? &*artifact.manifest : nullptr},
-        options.graph, options.jobs);
+        {options.graph, !options.summary && !options.no_tensors, options.jobs});
   }
 
   detail::DumpContext context{artifact,

@@ -68,6 +68,10 @@ void check_options(const PackOptions& options) {
   }
   if (auto problem = alignment_problem(s.alignment); !problem.empty())
     fail(ErrorCode::usage, "--alignment {} {}", s.alignment, problem);
+  if (options.constant_alignment) {
+    if (auto problem = alignment_problem(*options.constant_alignment); !problem.empty())
+      fail(ErrorCode::usage, "--constant-alignment {} {}", *options.constant_alignment, problem);
+  }
   if (auto problem = shard_prefix_problem(options.shard_prefix); !problem.empty())
     fail(ErrorCode::usage, "--shard-prefix {} {}", quote(options.shard_prefix), problem);
   if (options.release && (*options.release < 1 || *options.release > kMaxRelease)) {
@@ -187,9 +191,26 @@ void add_read_paths(const Artifact& artifact, std::vector<fs::path>& paths) {
   }
 }
 
+namespace {
+
+// The size of every regular file among `paths`, each file once.
+uint64_t total_file_bytes(const std::vector<fs::path>& paths) {
+  std::set<fs::path> seen;
+  uint64_t total = 0;
+  for (const auto& path : paths) {
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (!ec && seen.insert(fs::weakly_canonical(path, ec)).second) total += size;
+  }
+  return total;
+}
+
+}  // namespace
+
 PackStart start_pack(const PackOptions& options, int version, std::vector<fs::path>& read_paths,
                      const std::vector<Artifact>& inputs) {
   PackStart start;
+  start.summary.input_bytes = total_file_bytes(read_paths);
   if (options.base) {
     start.base = std::make_unique<BaseRelease>(*options.base, version,
                                                options.sharding.alignment, options.jobs);
@@ -235,9 +256,13 @@ PackSummary pack_once(const PackOptions& options) {
       output_kind(options.output) == OutputKind::program) {
     return detail::pack_pte(options);
   }
-  if (options.merge || !options.methods.empty() || options.share_state) {
+  if (options.merge || !options.methods.empty() || options.share_state ||
+      options.constant_alignment) {
     fail(ErrorCode::usage, "{} applies to .pte programs; {} is a program graph input",
-         options.merge ? "--merge" : options.share_state ? "--share-state" : "--method",
+         options.merge                ? "--merge"
+         : options.share_state        ? "--share-state"
+         : options.constant_alignment ? "--constant-alignment"
+                                      : "--method",
          options.inputs.front().text);
   }
   return detail::pack_graphs(options);

@@ -125,7 +125,8 @@ std::unique_ptr<PteMerge> merge_pte_sources(const PackOptions& options, const Pt
   pte::choose_methods(inputs, in.renames, options.methods);
   const std::string file = merged_file_name(options, in);
   auto merged = std::make_unique<PteMerge>();
-  merged->merged = pte::merge(inputs, digests, file, options.share_state);
+  merged->merged = pte::merge(inputs, digests, file,
+                              {options.share_state, options.constant_alignment.value_or(0)});
   merged->file = ProgramFile{file, pte::read(merged->merged.file), std::nullopt};
   merged->source = {fmt::format("{}", fmt::join(names, " + ")), &merged->file,
                     &merged->merged.data};

@@ -212,6 +212,7 @@ std::string render_pack_json(const PackSummary& s) {
     j["notes"] = s.notes;
   }
   j["output_bytes"] = s.output_bytes;
+  j["input_bytes"] = s.input_bytes;
   return json_text(j);
 }
 

@@ -110,8 +110,12 @@ struct Dumper {
   const ProgramSet& set;
   const RangeDigests& digests;
   ProgramDump& out;
+  bool rows = true;  // per-value, per-entry and per-segment lines
 
   void line(const std::string& text) const { out.text += text_line(text); }
+  void row(const std::string& text) const {
+    if (rows) line(text);
+  }
 };
 
 // Tensor bytes a program holds itself and those it loads from data files.
@@ -223,7 +227,7 @@ ordered dump_stored_tensors(const Dumper& d, const pte::Program& p, ByteTotals& 
                        {"sha256", sha},
                        {"storage", pte::storage_name(t->storage)},
                        {"key", t->storage == pte::Storage::external ? t->fqn : ""}});
-    d.line(fmt::format("    {} value {:<5} {:<28} {:>10}  {:<12}  {}", p.plans[t->plan], t->value,
+    d.row(fmt::format("    {} value {:<5} {:<28} {:>10}  {:<12}  {}", p.plans[t->plan], t->value,
                        layout_text(*t), nbytes, sha.substr(0, 12), where_text(*t)));
   }
   return tensors;
@@ -246,7 +250,7 @@ ordered dump_named_data(const Dumper& d, const pte::Program& p, ByteTotals& tota
                      {"segment", nd.segment},
                      {"sha256", sha},
                      {"shares_bytes_with", shares}});
-    d.line(fmt::format(
+    d.row(fmt::format(
         "    {}  {} bytes  segment {}{}", nd.key, nd.bytes.size, nd.segment,
         shares.empty() ? "" : fmt::format("  (shared with {})", fmt::join(shares, ", "))));
   }
@@ -258,7 +262,7 @@ ordered dump_segments(const Dumper& d, const pte::Program& p) {
   d.line(fmt::format("  segments: {}", p.segments.size()));
   for (size_t s = 0; s < p.segments.size(); ++s) {
     segments.push_back({{"offset", p.segments[s].offset}, {"size", p.segments[s].size}});
-    d.line(fmt::format("    #{:<3} offset {:>10}  {:>10} bytes", s, p.segments[s].offset,
+    d.row(fmt::format("    #{:<3} offset {:>10}  {:>10} bytes", s, p.segments[s].offset,
                        p.segments[s].size));
   }
   return segments;
@@ -330,9 +334,9 @@ ordered dump_program(const Dumper& d, const ProgramFile& pf, const ManifestProgr
 
 }  // namespace
 
-ProgramDump dump_programs(const ProgramSet& set, bool graph, unsigned jobs) {
+ProgramDump dump_programs(const ProgramSet& set, const ProgramDumpOptions& options) {
   RangeDigests digests;
-  hash_stored_bytes(set, jobs, digests);
+  hash_stored_bytes(set, options.jobs, digests);
 
   ProgramDump out;
   out.json = ordered::array();
@@ -340,12 +344,19 @@ ProgramDump dump_programs(const ProgramSet& set, bool graph, unsigned jobs) {
   if (set.manifest != nullptr) {
     for (const auto& e : set.manifest->programs) entries.emplace(e.file, &e);
   }
-  const Dumper d{set, digests, out};
+  const Dumper d{set, digests, out, options.rows};
   for (const auto& pf : set.programs) {
     auto it = entries.find(pf.file);
-    out.json.push_back(dump_program(d, pf, it != entries.end() ? it->second : nullptr, graph));
+    out.json.push_back(
+        dump_program(d, pf, it != entries.end() ? it->second : nullptr, options.graph));
   }
   return out;
+}
+
+std::string own_tensor_key(const pte::Program& program, const pte::TensorInfo& t) {
+  const std::string& plan = program.plans[t.plan];
+  std::string name = t.fqn.empty() ? fmt::format("constant_{}", t.buffer_index) : t.fqn;
+  return name.starts_with(plan + "/") ? name : plan + "/" + name;
 }
 
 TensorTable own_tensors(const pte::Program& program) {
@@ -354,9 +365,7 @@ TensorTable own_tensors(const pte::Program& program) {
     if (t.storage != pte::Storage::constant_segment && t.storage != pte::Storage::constant_buffer) {
       continue;
     }
-    const std::string& plan = program.plans[t.plan];
-    std::string name = t.fqn.empty() ? fmt::format("constant_{}", t.buffer_index) : t.fqn;
-    std::string key = name.starts_with(plan + "/") ? name : plan + "/" + name;
+    const std::string key = own_tensor_key(program, t);
     TensorData d;
     d.dtype = t.dtype;
     d.shape = t.shape;

@@ -18,14 +18,27 @@ struct ProgramDump {
 
 // The programs of an artifact with the data they are loaded with; `manifest`
 // (a directory of programs) names each program's data files, else null.
-// `graph`: also each plan's instruction chains; `jobs`: hashing threads.
 struct ProgramSet {
   const std::vector<ProgramFile>& programs;
   const TensorTable& data;
   const Manifest* manifest = nullptr;
 };
 
-[[nodiscard]] ProgramDump dump_programs(const ProgramSet& set, bool graph, unsigned jobs);
+// What the programs' section shows: `graph`, each plan's instruction chains;
+// `rows`, one text line per stored value, named-data entry and segment (off
+// for dump --summary and --no-tensors, which keep their counts; the JSON always
+// lists them); `jobs`, hashing threads.
+struct ProgramDumpOptions {
+  bool graph = false;
+  bool rows = true;
+  unsigned jobs = 0;
+};
+
+[[nodiscard]] ProgramDump dump_programs(const ProgramSet& set, const ProgramDumpOptions& options);
+
+// The key a tensor the program holds itself goes by (own_tensors' rule, without
+// the `.v<value>` of another layout of one buffer).
+[[nodiscard]] std::string own_tensor_key(const pte::Program& program, const pte::TensorInfo& t);
 
 // The tensors a program holds itself, by the keys pack gives them when it moves
 // them out (docs/rename-rules.md, ".pte programs" 1-3: `<method>/<name>`, `.v<value>`

@@ -67,7 +67,14 @@ struct Merged {
 // With `share_state`, mutable buffers of one name are one state of every method
 // (docs/rename-rules.md, "Shared state"); without, each method keeps its own and
 // a note names the buffers two or more methods mutate.
+//
+// Constants are laid out at `constant_alignment` when it is not 0, else at the
+// largest constant alignment of the inputs (Program::tensor_alignment).
+struct MergeOptions {
+  bool share_state = false;
+  uint64_t constant_alignment = 0;
+};
 [[nodiscard]] Merged merge(const std::vector<MergeInput>& inputs, const RangeDigests& digests,
-                           const std::string& name, bool share_state = false);
+                           const std::string& name, const MergeOptions& options = {});
 
 }  // namespace ptepack::pte

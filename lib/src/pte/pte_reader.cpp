@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <optional>
 #include <set>
 
 #include "pte/pte_copy.h"
+#include "pte/pte_frame.h"
 #include "pte/pte_plans.h"
 #include "base/byte_reader.h"
 #include "base/checked.h"
@@ -25,8 +27,42 @@ constexpr std::string_view kIdentifier = "ET12";
 constexpr std::string_view kHeaderMagic = "eh00";
 constexpr uint64_t kMinHeaderLength = 24;
 constexpr uint64_t kMaxAlignment = 4096;
+constexpr uint64_t kDefaultTensorAlignment = 16;  // ExecuTorch's constant_tensor_alignment
+constexpr uint64_t kDefaultSegmentAlignment = 128;  // ExecuTorch's segment_alignment
 
 uint64_t low_bit(uint64_t v) { return v == 0 ? uint64_t{1} << 63 : v & (~v + 1); }
+
+// A piece of a file an exporter padded to its alignment: where it starts and
+// how many bytes it holds (nullopt: unknown, so the gap after it shows nothing).
+struct Span {
+  uint64_t start = 0;
+  std::optional<uint64_t> size;
+};
+
+// The alignment an exporter that pads each piece to the next multiple of it
+// used, read from the gaps between consecutive pieces (docs/format-pte.md,
+// "Alignment from evidence"): the smallest power of two, at least `floor`, that
+// every next start is the previous end rounded up to. `floor` when no gap shows
+// padding; nullopt when the starts fit no power of two up to `cap`.
+std::optional<uint64_t> alignment_from_gaps(std::vector<Span> spans, uint64_t floor,
+                                            uint64_t cap) {
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.start != b.start ? a.start < b.start : a.size < b.size;
+  });
+  uint64_t alignment = floor;
+  for (size_t k = 1; k < spans.size(); ++k) {
+    const Span& before = spans[k - 1];
+    if (!before.size || spans[k].start == before.start) continue;
+    const uint64_t end = before.start + *before.size;
+    if (spans[k].start < end) return std::nullopt;  // overlapping: no padding to read
+    alignment = std::max(alignment, std::bit_ceil(spans[k].start - end + 1));
+  }
+  if (alignment > cap) return std::nullopt;
+  for (const Span& span : spans) {
+    if (span.start % alignment != 0) return std::nullopt;
+  }
+  return alignment;
+}
 
 Header read_header(const InputFile& file) {
   const std::string& name = file.name();
@@ -139,7 +175,16 @@ void read_segments(const std::string& name, const et::Program& root, Program& ou
     }
   }
   if (h.segment_base != 0) alignment = std::min(alignment, low_bit(h.segment_base));
-  out.segment_alignment = used.empty() ? 1 : alignment;
+  if (used.empty()) {
+    out.segment_alignment = 1;
+    return;
+  }
+  // The segment base is the flatbuffer's end rounded up, like every other start.
+  std::vector<Span> spans{{0, h.program_size}};
+  for (const auto& [start, end] : used) spans.push_back({start, end - start});
+  out.segment_alignment =
+      alignment_from_gaps(std::move(spans), kDefaultSegmentAlignment, detail::kMaxSegmentAlignment)
+          .value_or(alignment);
 }
 
 }  // namespace
@@ -249,14 +294,22 @@ void measure_alignments(const et::Program& root, Program& out) {
   }
   out.inline_alignment = any_inline ? inline_alignment : 16;
   const auto* constants = root.constant_segment();
-  uint64_t tensor_alignment = kMaxAlignment;
-  bool any_offset = false;
-  for (uint32_t k = 0; constants != nullptr && k < count(constants->offsets()); ++k) {
-    if (constants->offsets()->Get(k) == 0) continue;
-    any_offset = true;
-    tensor_alignment = aligned_at(constants->offsets()->Get(k), tensor_alignment);
+  const uint32_t buffers = constants == nullptr ? 0 : count(constants->offsets());
+  // Each buffer's size is the largest value stored on it; index 0 is a placeholder.
+  std::vector<Span> spans(buffers);
+  for (uint32_t k = 0; k < buffers; ++k) spans[k].start = constants->offsets()->Get(k);
+  for (const auto& t : out.tensors) {
+    if (t.storage != Storage::constant_segment || t.buffer_index == 0 || t.buffer_index >= buffers)
+      continue;
+    auto& size = spans[t.buffer_index].size;
+    size = std::max(size.value_or(0), t.nbytes);
   }
-  out.tensor_alignment = any_offset ? tensor_alignment : 16;
+  uint64_t tensor_alignment = kMaxAlignment;
+  for (uint32_t k = 1; k < buffers; ++k) tensor_alignment = aligned_at(spans[k].start, tensor_alignment);
+  if (buffers > 0) spans.erase(spans.begin());
+  out.tensor_alignment =
+      alignment_from_gaps(std::move(spans), kDefaultTensorAlignment, kMaxAlignment)
+          .value_or(tensor_alignment);
 }
 
 }  // namespace

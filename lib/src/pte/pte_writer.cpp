@@ -44,8 +44,10 @@ SegmentPlan plan_segments(const Program& in, const Rewrite& rw, uint64_t alignme
   SegmentPlan plan;
   OutSegment constants;
   plan.constant_offsets.push_back(0);
+  const uint64_t tensor_alignment =
+      rw.constant_alignment != 0 ? rw.constant_alignment : in.tensor_alignment;
   for (const ByteRange& buffer : rw.constants) {
-    const uint64_t at = constants.size == 0 ? 0 : aligned(constants.size, in.tensor_alignment);
+    const uint64_t at = constants.size == 0 ? 0 : aligned(constants.size, tensor_alignment);
     plan.constant_offsets.push_back(at);
     if (buffer.size > 0) constants.pieces.emplace_back(at, buffer);
     constants.size = at + buffer.size;

@@ -68,6 +68,11 @@ struct PackOptions {
   // With a merge: mutable buffers of one name become one state every method
   // sees (memory id 2), as ExecuTorch's share_mutable_buffers lays them out.
   bool share_state = false;
+  // --constant-alignment N: the offset alignment of every constant segment a
+  // .pte output lays out (a power of two from 16 to 64 KiB); unset: the
+  // largest alignment the inputs' exporters used, read from evidence
+  // (docs/format-pte.md, "Alignment from evidence").
+  std::optional<uint64_t> constant_alignment;
   // Signed releases (docs/signing.md), directory outputs only: --release N (1 to
   // 2^53-1, greater than --base's), and --sign KEY.pem, the signature written
   // as DIR/model.sig before the output is committed.
@@ -144,6 +149,7 @@ struct PackSummary {
   uint64_t dropped_bytes = 0;
   std::vector<ShardSummary> shards;
   uint64_t output_bytes = 0;             // total bytes written (or planned)
+  uint64_t input_bytes = 0;              // every input file read, each once (--base's aside)
   bool written_while_hashing = false;    // written on the plan the digests confirmed
   double elapsed_seconds = 0;            // wall time of the whole pack call
   std::vector<ProgramSummary> programs;  // .pte inputs

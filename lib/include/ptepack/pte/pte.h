@@ -132,6 +132,8 @@ struct Rewrite {
   // ranges share one segment.
   std::vector<std::pair<std::string, ByteRange>> named_data;
   uint64_t alignment = 128;  // segment alignment; the input's own is never lowered
+  // Offset alignment of the rebuilt constant segment; 0: the input's (Program::tensor_alignment).
+  uint64_t constant_alignment = 0;
 };
 
 // The rewritten file: `head` at offset 0 (flatbuffer with its eh00 header, zero
