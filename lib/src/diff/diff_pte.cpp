@@ -246,7 +246,7 @@ void compare_pair(const Resolved& ra, const Resolved& rb, const RangeDigests& di
   for (uint32_t i = 0; i < a.plans.size(); ++i) {
     auto it = in_b.find(a.plans[i]);
     if (it == in_b.end()) {
-      out.methods.push_back({name, a.plans[i], Change::removed});
+      out.methods.push_back({ra.file, a.plans[i], Change::removed});  // named by its own side
       continue;
     }
     common_a.push_back(a.plans[i]);

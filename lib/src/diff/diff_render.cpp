@@ -42,13 +42,19 @@ std::string render_diff_text(const ArtifactDiff& d) {
   // What changed leads; the summaries follow. Program graphs list it by key and
   // method below, so their differences are not repeated here.
   if (!d.differences.empty() && !d.programs.empty()) {
-    line(fmt::format("differences: {}", d.differences.size() + d.differences_omitted));
+    const uint64_t total = d.differences.size() + d.differences_omitted;
+    line(fmt::format("differences: {}", total));
+    size_t listed = 0;
     for (const auto& x : d.differences) {
+      if (listed++ == ArtifactDiff::kListedDifferences) break;
       const auto at = where(x.program, x.method);
       line(at.empty() ? "  " + x.text : fmt::format("  {}: {}", at, x.text));
     }
-    if (d.differences_omitted > 0)
-      line(fmt::format("  ... and {} more (not listed)", d.differences_omitted));
+    if (total > ArtifactDiff::kListedDifferences) {
+      line(fmt::format("  … {} more ({})", total - ArtifactDiff::kListedDifferences,
+                       d.differences_omitted > 0 ? "--json lists the first 100,000"
+                                                 : "--json lists them all"));
+    }
   }
   if (!d.programs.empty()) {
     size_t added = 0;

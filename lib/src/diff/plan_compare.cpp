@@ -4,73 +4,17 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <bit>
 #include <optional>
 
+#include "diff/plan_align.h"
+#include "diff/plan_text.h"
 #include "ptepack/base/error.h"
-#include "ptepack/schema/pte_program_generated.h"
 
 namespace ptepack::detail {
 namespace {
 
 namespace fb = flatbuffers;
 namespace et = executorch_flatbuffer;
-
-template <typename T>
-uint32_t count(const fb::Vector<T>* v) {
-  return v == nullptr ? 0 : v->size();
-}
-
-// A vector field as text: "(absent)", or its items (at most 16 shown).
-template <typename T, typename Show>
-std::string list_text(const fb::Vector<T>* v, Show show) {
-  if (v == nullptr) return "(absent)";
-  std::vector<std::string> items;
-  for (uint32_t i = 0; i < v->size() && i < 16; ++i) items.push_back(show(v->Get(i)));
-  if (v->size() > 16) items.push_back(fmt::format("… {} items", v->size()));
-  return fmt::format("[{}]", fmt::join(items, ", "));
-}
-
-template <typename T>
-std::string list_text(const fb::Vector<T>* v) {
-  return list_text(v, [](T x) { return fmt::format("{}", x); });
-}
-
-// Equal vectors of scalars, presence included (an absent vector is not an empty one).
-template <typename T>
-bool same_list(const fb::Vector<T>* x, const fb::Vector<T>* y) {
-  if ((x == nullptr) != (y == nullptr)) return false;
-  if (x == nullptr) return true;
-  if (x->size() != y->size()) return false;
-  for (uint32_t i = 0; i < x->size(); ++i) {
-    if constexpr (std::is_same_v<T, double>) {  // bit for bit: NaN payloads and -0.0 count
-      if (std::bit_cast<uint64_t>(x->Get(i)) != std::bit_cast<uint64_t>(y->Get(i))) return false;
-    } else {
-      if (x->Get(i) != y->Get(i)) return false;
-    }
-  }
-  return true;
-}
-
-bool same_string(const fb::String* x, const fb::String* y) {
-  if ((x == nullptr) != (y == nullptr)) return false;
-  return x == nullptr || x->string_view() == y->string_view();
-}
-
-std::string string_text(const fb::String* s) {
-  return s == nullptr ? std::string("(absent)") : quote(s->string_view());
-}
-
-std::string kind_name(et::KernelTypes type) {
-  const std::string_view name = et::EnumNameKernelTypes(type);
-  return name.empty() ? fmt::format("tag {}", static_cast<int>(type)) : std::string(name);
-}
-
-std::string scalar_type_text(et::ScalarType type) {
-  const auto dtype = dtype_from_ptd(static_cast<int>(type));
-  return dtype ? std::string(dtype_name(*dtype))
-               : fmt::format("scalar type {}", static_cast<int>(type));
-}
 
 // How the runtime obtains a tensor's bytes, whatever the place they are stored.
 enum class Bytes : uint8_t { none, constant, initial_state };
@@ -143,14 +87,9 @@ class PlanComparer {
         report_(report) {}
 
   void run() {
-    if (!same_list(x_.inputs(), y_.inputs())) {
-      report_.add("plan",
-                  fmt::format("inputs {} -> {}", list_text(x_.inputs()), list_text(y_.inputs())));
-    }
-    if (!same_list(x_.outputs(), y_.outputs())) {
-      report_.add("plan", fmt::format("outputs {} -> {}", list_text(x_.outputs()),
-                                      list_text(y_.outputs())));
-    }
+    align_ = align_plans(a_, pa_, b_, pb_);
+    value_list("plan", "", "inputs", x_.inputs(), y_.inputs());
+    value_list("plan", "", "outputs", x_.outputs(), y_.outputs());
     container_metadata();
     values();
     chains();
@@ -159,6 +98,32 @@ class PlanComparer {
   }
 
  private:
+  // "271" when a value keeps its index, "271 -> 272" when it moved.
+  static std::string pair_label(uint32_t a, uint32_t b) {
+    return a == b ? std::to_string(a) : fmt::format("{} -> {}", a, b);
+  }
+
+  // A's list of values in B's terms equals B's list (presence included).
+  template <typename T>
+  bool same_values(const fb::Vector<T>* x, const fb::Vector<T>* y) const {
+    if ((x == nullptr) != (y == nullptr)) return false;
+    if (x == nullptr) return true;
+    if (x->size() != y->size()) return false;
+    for (uint32_t i = 0; i < x->size(); ++i) {
+      const auto v = static_cast<int32_t>(x->Get(i));
+      const auto w = static_cast<int32_t>(y->Get(i));
+      if (!same_value(v, w)) return false;
+    }
+    return true;
+  }
+
+  template <typename T>
+  void value_list(std::string_view what, const std::string& at, std::string_view name,
+                  const fb::Vector<T>* x, const fb::Vector<T>* y) {
+    if (same_values(x, y)) return;
+    report_.add(what, fmt::format("{}{} {} -> {}", at, name, list_text(x), list_text(y)));
+  }
+
   void container_metadata() {
     const auto* m = x_.container_meta_type();
     const auto* n = y_.container_meta_type();
@@ -175,21 +140,41 @@ class PlanComparer {
   }
 
   void values() {
-    const uint32_t nx = count(x_.values());
-    const uint32_t ny = count(y_.values());
-    if (nx != ny) report_.add("value", fmt::format("values: {} -> {}", nx, ny));
-    for (uint32_t v = 0; v < std::min(nx, ny); ++v) value(v);
+    const auto& in_b = align_.value_in_b;
+    const auto& in_a = align_.value_in_a;
+    uint32_t crossed = 0;
+    std::optional<std::pair<uint32_t, uint32_t>> first;
+    std::optional<uint32_t> last;
+    for (uint32_t v = 0; v < in_b.size(); ++v) {
+      if (!in_b[v]) {
+        report_.add("value", fmt::format("value {} removed ({})", v,
+                                         value_summary(x_, static_cast<int32_t>(v))));
+        continue;
+      }
+      value(v, *in_b[v]);
+      if (last && *in_b[v] < *last) {
+        ++crossed;
+        if (!first) first = std::make_pair(v, *in_b[v]);
+      }
+      last = std::max(last.value_or(0), *in_b[v]);
+    }
+    for (uint32_t w = 0; w < in_a.size(); ++w) {
+      if (!in_a[w]) {
+        report_.add("value", fmt::format("value {} added ({})", w,
+                                         value_summary(y_, static_cast<int32_t>(w))));
+      }
+    }
+    if (crossed > 0) {
+      report_.add("value", fmt::format("values reordered: {} before values they followed "
+                                       "(first: value {})",
+                                       crossed, pair_label(first->first, first->second)));
+    }
   }
 
-  void value(uint32_t v) {
-    const auto& x = *x_.values()->Get(v);
-    const auto& y = *y_.values()->Get(v);
-    if (x.val_type() != y.val_type()) {
-      report_.add("value", fmt::format("value {}: {} -> {}", v, kind_name(x.val_type()),
-                                       kind_name(y.val_type())));
-      return;
-    }
-    const std::string at = fmt::format("value {} {}", v, kind_name(x.val_type()));
+  void value(uint32_t va, uint32_t vb) {
+    const auto& x = *x_.values()->Get(va);
+    const auto& y = *y_.values()->Get(vb);
+    const std::string at = fmt::format("value {} {}", pair_label(va, vb), kind_name(x.val_type()));
     auto changed = [&](const std::string& from, const std::string& to) {
       report_.add("value", fmt::format("{}: {} -> {}", at, from, to));
     };
@@ -226,14 +211,15 @@ class PlanComparer {
         compare_items(x.val_as_BoolList()->items(), y.val_as_BoolList()->items(), changed);
         break;
       case et::KernelTypes::TensorList:
-        compare_items(x.val_as_TensorList()->items(), y.val_as_TensorList()->items(), changed);
+        value_list("value", at, "items", x.val_as_TensorList()->items(),
+                   y.val_as_TensorList()->items());
         break;
       case et::KernelTypes::OptionalTensorList:
-        compare_items(x.val_as_OptionalTensorList()->items(),
-                      y.val_as_OptionalTensorList()->items(), changed);
+        value_list("value", at, "items", x.val_as_OptionalTensorList()->items(),
+                   y.val_as_OptionalTensorList()->items());
         break;
       case et::KernelTypes::Tensor:
-        tensor(v);
+        tensor(va, vb);
         break;
       default:
         break;  // Null (no content) or NONE / unknown tags, which the reader refuses
@@ -245,9 +231,11 @@ class PlanComparer {
     if (!same_list(x, y)) changed(list_text(x), list_text(y));
   }
 
-  void tensor(uint32_t v) {
-    const auto& ti = a_.program->tensors[a_.tensor_at.at({pa_, v})];
-    const auto& ui = b_.program->tensors[b_.tensor_at.at({pb_, v})];
+  void tensor(uint32_t va, uint32_t vb) {
+    const size_t ia = a_.tensor_at.at({pa_, va});
+    const size_t ib = b_.tensor_at.at({pb_, vb});
+    const auto& ti = a_.program->tensors[ia];
+    const auto& ui = b_.program->tensors[ib];
     const auto& t = *ti.table;
     const auto& u = *ui.table;
     std::vector<std::string> parts;
@@ -279,7 +267,8 @@ class PlanComparer {
     const auto ua = allocation_text(u.allocation_info());
     if (ta != ua && report_.shared_state_as_notes &&
         moved_to_shared_state(t.allocation_info(), u.allocation_info())) {
-      report_.note(fmt::format("value {} moved to the shared state: {} -> {}", v, ta, ua));
+      report_.note(fmt::format("value {} moved to the shared state: {} -> {}",
+                               pair_label(va, vb), ta, ua));
     } else if (ta != ua) {
       parts.push_back(fmt::format("memory planning {} -> {}", ta, ua));
     }
@@ -291,50 +280,12 @@ class PlanComparer {
     if (tc != uc) {
       parts.push_back(fmt::format("{} -> {}", bytes_class_name(tc), bytes_class_name(uc)));
     } else if (tc != Bytes::none) {
-      const auto& tx = a_.tensor_digest[a_.tensor_at.at({pa_, v})];
-      const auto& ux = b_.tensor_digest[b_.tensor_at.at({pb_, v})];
-      if (tx != ux) parts.emplace_back("bytes changed");
+      if (a_.tensor_digest[ia] != b_.tensor_digest[ib]) parts.emplace_back("bytes changed");
     }
     if (parts.empty()) return;
-    report_.add("value", fmt::format("value {} {} [{}]: {}", v, scalar_type_text(u.scalar_type()),
-                                     fmt::join(ui.shape, ", "), fmt::join(parts, "; ")));
-  }
-
-  // "aten::add.out": an operator as the runtime looks up its kernel.
-  static std::string op_text(const et::ExecutionPlan& plan, int32_t index) {
-    const auto* op = plan.operators()->Get(static_cast<uint32_t>(index));
-    std::string text(op->name()->string_view());
-    if (op->overload() == nullptr) return text + " (no overload field)";
-    if (op->overload()->size() > 0) text += "." + op->overload()->str();
-    return text;
-  }
-
-  // What an instruction does, and its value arguments, as text.
-  static std::pair<std::string, std::string> instruction_text(const et::ExecutionPlan& plan,
-                                                              const et::Instruction& ins) {
-    switch (ins.instr_args_type()) {
-      case et::InstructionArguments::KernelCall: {
-        const auto* k = ins.instr_args_as_KernelCall();
-        return {op_text(plan, k->op_index()), list_text(k->args())};
-      }
-      case et::InstructionArguments::DelegateCall: {
-        const auto* d = ins.instr_args_as_DelegateCall();
-        return {fmt::format("delegate {}", d->delegate_index()), list_text(d->args())};
-      }
-      case et::InstructionArguments::MoveCall: {
-        const auto* m = ins.instr_args_as_MoveCall();
-        return {"move", fmt::format("value {} -> value {}", m->move_from(), m->move_to())};
-      }
-      case et::InstructionArguments::JumpFalseCall: {
-        const auto* j = ins.instr_args_as_JumpFalseCall();
-        return {"jump_false", fmt::format("to instruction {} unless value {}",
-                                          j->destination_instruction(), j->cond_value_index())};
-      }
-      case et::InstructionArguments::FreeCall:
-        return {"free", fmt::format("value {}", ins.instr_args_as_FreeCall()->value_index())};
-      default:
-        return {fmt::format("instruction tag {}", static_cast<int>(ins.instr_args_type())), ""};
-    }
+    report_.add("value", fmt::format("value {} {} [{}]: {}", pair_label(va, vb),
+                                     scalar_type_text(u.scalar_type()), fmt::join(ui.shape, ", "),
+                                     fmt::join(parts, "; ")));
   }
 
   void chains() {
@@ -345,32 +296,83 @@ class PlanComparer {
       const auto& x = *x_.chains()->Get(c);
       const auto& y = *y_.chains()->Get(c);
       const std::string at = ny > 1 ? fmt::format("chain {} ", c) : std::string();
-      if (!same_list(x.inputs(), y.inputs())) {
-        report_.add("chain", fmt::format("{}inputs {} -> {}", at, list_text(x.inputs()),
-                                         list_text(y.inputs())));
-      }
-      if (!same_list(x.outputs(), y.outputs())) {
-        report_.add("chain", fmt::format("{}outputs {} -> {}", at, list_text(x.outputs()),
-                                         list_text(y.outputs())));
-      }
-      const uint32_t ix = count(x.instructions());
-      const uint32_t iy = count(y.instructions());
-      if (ix != iy) report_.add("chain", fmt::format("{}instructions: {} -> {}", at, ix, iy));
-      for (uint32_t i = 0; i < std::min(ix, iy); ++i) {
-        const auto [op_x, args_x] = instruction_text(x_, *x.instructions()->Get(i));
-        const auto [op_y, args_y] = instruction_text(y_, *y.instructions()->Get(i));
-        if (op_x != op_y) {
-          report_.add(
-              "instruction",
-              fmt::format("{}instruction {} {} -> {}{}", at, i, op_x, op_y,
-                          args_x == args_y ? std::string()
-                                           : fmt::format("; arguments {} -> {}", args_x, args_y)));
-        } else if (args_x != args_y) {
+      value_list("chain", at, "inputs", x.inputs(), y.inputs());
+      value_list("chain", at, "outputs", x.outputs(), y.outputs());
+      for (const auto& step : align_.chains[c]) {
+        if (step.a && step.b) {
+          instruction(c, *step.a, *step.b, at);
+        } else if (step.a) {
+          report_.add("instruction", fmt::format("{}instruction {} {} removed", at, *step.a,
+                                                 instruction_key(x_, c, *step.a)));
+        } else {
           report_.add("instruction",
-                      fmt::format("{}instruction {} {}: {} -> {}", at, i, op_x, args_x, args_y));
+                      fmt::format("{}instruction {} {} added ({})", at, *step.b,
+                                  instruction_key(y_, c, *step.b),
+                                  fmt::join(instruction_values(y_, c, *step.b), ", ")));
         }
       }
     }
+  }
+
+  // Two instructions of one operator: arguments lined up by kind, each pair
+  // compared in B's terms; a jump's destination through the instruction pairs.
+  void instruction(uint32_t c, uint32_t i, uint32_t j, const std::string& at) {
+    const auto xs = instruction_values(x_, c, i);
+    const auto ys = instruction_values(y_, c, j);
+    std::vector<std::string> kx;
+    std::vector<std::string> ky;
+    for (int32_t v : xs) kx.push_back(value_kind(x_, v));
+    for (int32_t v : ys) ky.push_back(value_kind(y_, v));
+    std::vector<std::string> parts;
+    for (const auto& s : align_sequences(kx, ky)) {
+      if (!s.b) {
+        parts.push_back(
+            fmt::format("argument {} removed ({})", *s.a, value_summary(x_, xs[*s.a])));
+      } else if (!s.a) {
+        parts.push_back(fmt::format("argument {} added ({})", *s.b, value_summary(y_, ys[*s.b])));
+      } else if (!same_value(xs[*s.a], ys[*s.b])) {
+        parts.push_back(fmt::format("argument {}: value {} -> {}", *s.b, in_b_terms(xs[*s.a]),
+                                    ys[*s.b]));
+      }
+    }
+    const auto* jx = x_.chains()->Get(c)->instructions()->Get(i)->instr_args_as_JumpFalseCall();
+    const auto* jy = y_.chains()->Get(c)->instructions()->Get(j)->instr_args_as_JumpFalseCall();
+    if (jx != nullptr && jy != nullptr) {
+      const auto& in_b = align_.instruction_in_b[c];
+      const auto to = static_cast<size_t>(jx->destination_instruction());
+      const bool same = to < in_b.size() && in_b[to].has_value() &&
+                        *in_b[to] == static_cast<uint32_t>(jy->destination_instruction());
+      if (!same) {
+        parts.push_back(fmt::format("destination {} -> {}", jx->destination_instruction(),
+                                    jy->destination_instruction()));
+      }
+    }
+    const auto key_x = instruction_key(x_, c, i);
+    const auto key_y = instruction_key(y_, c, j);
+    if (key_x != key_y) {  // replaced: another operator in its place
+      report_.add("instruction",
+                  fmt::format("{}instruction {} {} -> {}{}", at, pair_label(i, j), key_x, key_y,
+                              parts.empty() ? "" : fmt::format("; {}", fmt::join(parts, "; "))));
+    } else if (!parts.empty()) {
+      report_.add("instruction", fmt::format("{}instruction {} {}: {}", at, pair_label(i, j),
+                                             key_y, fmt::join(parts, "; ")));
+    }
+  }
+
+  // Value `v` of A as B numbers it: "12", or "7 of A (removed)" without a counterpart.
+  [[nodiscard]] std::string in_b_terms(int32_t v) const {
+    const auto at = static_cast<size_t>(v);
+    if (v < 0 || at >= align_.value_in_b.size()) return std::to_string(v);
+    const auto& w = align_.value_in_b[at];
+    return w ? std::to_string(*w) : fmt::format("{} of A (removed)", v);
+  }
+
+  // Value `v` of A is value `w` of B (-1, no value, only as -1).
+  [[nodiscard]] bool same_value(int32_t v, int32_t w) const {
+    if (v < 0 || w < 0) return v == w;
+    const auto& in_b = align_.value_in_b;
+    const auto at = static_cast<size_t>(v);
+    return at < in_b.size() && in_b[at].has_value() && *in_b[at] == static_cast<uint32_t>(w);
   }
 
   void delegates() {
@@ -451,6 +453,7 @@ class PlanComparer {
   const et::ExecutionPlan& x_;
   const et::ExecutionPlan& y_;
   Reporter& report_;
+  PlanAlignment align_;
 };
 
 }  // namespace

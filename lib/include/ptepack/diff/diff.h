@@ -68,13 +68,16 @@ struct ArtifactDiff {
   std::vector<KeyChange> keys;  // program graphs and data files
   std::vector<std::string> state_added;
   std::vector<std::string> state_removed;
-  std::vector<Difference> differences;  // at most kMaxDifferences; the rest counted
+  // Every difference up to kMaxDifferences (the rest counted); the text lists the
+  // first kListedDifferences and says how many more --json has.
+  std::vector<Difference> differences;
   uint64_t differences_omitted = 0;
   // What differs without changing any computation (version, storage, key names, debug data).
   std::vector<std::string> notes;
   std::optional<FileDelta> files;  // both sides packed directories
 
-  static constexpr size_t kMaxDifferences = 200;
+  static constexpr size_t kMaxDifferences = 100000;
+  static constexpr size_t kListedDifferences = 40;
 
   // Nothing a computation could tell apart; where bytes are stored does not count.
   [[nodiscard]] bool equivalent() const;
