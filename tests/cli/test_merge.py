@@ -381,6 +381,30 @@ def method_selection_keeps_only_those_methods_and_their_data(ctx):
 
 
 @suite.test
+def method_selection_keeps_keys_a_dropped_method_shares(ctx):
+    """Both methods' delegates name the same 20 named-data keys: keeping one keeps them all."""
+    d = ctx.mkdir()
+    mlp = fixture(ctx, "xnnpack_stress_mlp")
+    both = os.path.join(d, "both.pte")
+    pack(ctx, mlp, f"again={mlp}", "-o", both)
+    for kept, source in (("again", "forward"), ("forward", "forward")):
+        one = os.path.join(d, f"{kept}.pte")
+        pack(ctx, both, "--method", kept, "-o", one)
+        ctx.code(ctx.run("verify", one), 0, f"--method {kept}: verify")
+        parsed, blob = pte_reader.load(one)
+        ctx.equal([p["name"] for p in parsed["program"]["execution_plan"]], [kept],
+                  f"--method {kept}: methods")
+        ctx.equal(len(pte_reader.named_data(parsed, blob)), 20, f"--method {kept}: named data")
+        check_method(ctx, one, [], kept, mlp, [], source, f"--method {kept}")
+        out = os.path.join(d, f"{kept}_dir")
+        pack(ctx, both, "--method", kept, "-o", out)
+        ctx.code(ctx.run("verify", out), 0, f"--method {kept} into a directory: verify")
+        manifest = load_json(os.path.join(out, "manifest.json"))
+        ctx.equal(len(manifest["programs"][0]["named_data"]), 20,
+                  f"--method {kept} into a directory: named data listed")
+
+
+@suite.test
 def merge_options_are_checked(ctx):
     d = ctx.mkdir()
     conv, add = fixture(ctx, "xnnpack_conv"), f"add={fixture(ctx, 'portable_add_no_header')}"
@@ -507,6 +531,17 @@ def values_inside_a_buffer_move_with_it_and_partial_overlap_is_refused(ctx):
     got, _ = allocations(out)
     ctx.equal((got["read"][1], got["read"][3]), ((2, 0), (2, 0)), "the alias moved along")
 
+    # A view 4 bytes into the state (one float of the two): it keeps its offset inside it.
+    def view(plan):
+        plan["values"][3]["val"]["allocation_info"]["memory_offset_low"] = 20
+        plan["values"][3]["val"]["sizes"] = [1]
+    inside = stateful(ctx, ctx.mkdir("view"), "read.pte", "read", view)
+    viewed = os.path.join(d, "view.pte")
+    pack(ctx, f"acc={acc}", f"read={inside}", "-o", viewed, "--share-state")
+    got, _ = allocations(viewed)
+    ctx.equal((got["read"][1], got["read"][3]), ((2, 0), (2, 4)),
+              "a view 4 bytes into the state stays 4 bytes in")
+
     def partial(plan):
         plan["values"][3]["val"]["allocation_info"]["memory_offset_low"] = 20
     bad = stateful(ctx, ctx.mkdir("bad"), "read.pte", "read", partial)
@@ -569,6 +604,10 @@ def verify_checks_a_shared_state_layout(ctx):
                   "memory id 2 is 4 bytes, but its shared buffers end at 8"),
         "unequal": (lambda plans: plans[1]["non_const_buffer_sizes"].__setitem__(2, 64),
                     "every method shares one arena"),
+        # `state` at [0, 8) and `v` at [4, 12): the second starts inside the first, not at it.
+        "overlapping": (lambda plans: plans.__setitem__(1, pte_samples.stateful_plan(
+            "read", "read", fqn="v", shared_offset=4)),
+            "shared buffers 'state' and 'v' overlap in memory id 2"),
     }
     for name, (change, message) in cases.items():
         plans = [pte_samples.stateful_plan("accumulate", "accumulate", shared_offset=0),

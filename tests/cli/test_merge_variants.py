@@ -154,6 +154,32 @@ def the_merge_of_one_variant_is_the_same_at_any_jobs_and_on_a_dry_run(ctx):
         ctx.check(not os.path.exists(os.path.join(d, "dry.pte")), f"{name}: dry run wrote nothing")
 
 
+@suite.test
+def inline_blobs_of_one_size_and_other_bytes_are_both_kept(ctx):
+    d = ctx.mkdir()
+    conv = os.path.join(ctx.data, "pte", "variants", "conv_inline.pte")
+    program, segments = pte_writer.decode(conv)
+    blob = program["backend_delegate_data"][0]["data"]
+    blob[len(blob) // 2] ^= 0x01  # same size, other bytes
+    other = pte_writer.write(os.path.join(d, "other.pte"), program, segments)
+    for out in (os.path.join(d, "m.pte"), os.path.join(d, "dir")):
+        extra = ["--merge", "model.pte"] if out.endswith("dir") else []
+        pack(ctx, f"a={conv}", f"b={other}", "-o", out, *extra)
+        merged = out if out.endswith(".pte") else os.path.join(out, "model.pte")
+        data = [] if out.endswith(".pte") else [
+            os.path.join(out, f) for f in load_json(os.path.join(out, "manifest.json"))
+            ["programs"][0]["shards"]]
+        parsed, raw = pte_reader.load(merged)
+        ctx.equal(len(parsed["program"]["backend_delegate_data"]), 2, f"{out}: two inline blobs")
+        check_method(ctx, merged, data, "a", conv, [], "forward", f"{out}: a")
+        check_method(ctx, merged, data, "b", other, [], "forward", f"{out}: b")
+    # The same blob twice is stored once.
+    same = os.path.join(d, "same.pte")
+    pack(ctx, f"a={conv}", f"b={conv}", "-o", same)
+    parsed, _ = pte_reader.load(same)
+    ctx.equal(len(parsed["program"]["backend_delegate_data"]), 1, "one blob for two copies")
+
+
 # ------------------------------------------------------------------ a merge never grows
 
 def stored_pieces(path, data_files):
