@@ -50,10 +50,17 @@ def independent(ctx, out, public, what, bundle=None):
     ctx.equal(found, [], f"{what}: the independent verifier")
 
 
-def refused_by_both(ctx, out, public, what, needle, bundle=None):
+def refused_by_both(ctx, out, public, what, needle, bundle=None, problem=None):
     result = ctx.run("verify", out, "--public-key", public)
     ctx.code(result, 1, f"{what}: ptepack verify")
     ctx.check(needle in result.err, f"{what}: {needle!r} not in {result.err!r}")
+    report = ctx.run("verify", out, "--public-key", public, "--json")
+    ctx.code(report, 1, f"{what}: verify --json")
+    doc = report.json()
+    ctx.equal((doc["ok"], doc["signature"]["checked"]), (False, True), f"{what}: --json ok, checked")
+    if problem is not None:
+        ctx.check(problem in {p["id"] for p in doc["problem_details"]},
+                  f"{what}: problem {problem} not in {doc['problem_details']}")
     found = oms_tool.verify(out, public, bundle if bundle is not None else signature(out))
     ctx.check(found, f"{what}: the independent verifier accepted it")
 
@@ -208,10 +215,16 @@ def every_tampering_fails_both_verifiers(ctx):
         out = release(ctx, "--sign", private, name=damage.__name__)
         damage(out)
         refused_by_both(ctx, out, public, damage.__name__, needle)
+        doc = ctx.run("verify", out, "--public-key", public, "--json").json()
+        if damage is manifest_and_digest:  # only the signature tells this one
+            ctx.equal(doc["signature"]["valid"], False, f"{damage.__name__}: signature.valid")
     out = release(ctx, "--sign", private, name="other_key")
     result = ctx.run("verify", out, "--public-key", other_public)
     ctx.code(result, 1, "another key")
     ctx.check("signed by another key" in result.err, result.err)
+    doc = ctx.run("verify", out, "--public-key", other_public, "--json").json()
+    ctx.equal((doc["ok"], doc["signature"]["checked"], doc["signature"]["valid"]),
+              (False, True, False), "another key: --json ok, checked, valid")
     ctx.check(oms_tool.verify(out, other_public, signature(out)), "independent: another key")
     # The payload changed (a file dropped from the list, subject fixed) with the old signature.
     bundle = json.loads(signature(out))
@@ -222,6 +235,88 @@ def every_tampering_fails_both_verifiers(ctx):
     with open(os.path.join(out, "model.sig"), "w", encoding="utf-8") as handle:
         handle.write(text)
     refused_by_both(ctx, out, public, "payload changed", "does not verify", text)
+
+
+def rewrite_manifest(out, change):
+    path = os.path.join(out, "manifest.json")
+    manifest = load_json(path)
+    change(manifest)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2)
+
+
+def forged_shard(out):
+    """A byte of a named-data tensor changed, and every record derived from it rewritten to
+    match: the tensor's digest, the shard's digest, size and digest-derived name, and each
+    program's shard list."""
+    manifest = load_json(os.path.join(out, "manifest.json"))
+    key = next(k for k, t in manifest["tensors"].items() if t["nbytes"] == 864)
+    old = manifest["tensors"][key]["shard"]
+    data = bytearray(read_file(os.path.join(out, old)))
+    # The tensor's bytes are the shard's payload whose SHA-256 the manifest records.
+    start = next(i for i in range(0, len(data) - 863)
+                 if hashlib.sha256(data[i:i + 864]).hexdigest() == manifest["tensors"][key]["sha256"])
+    data[start + 100] ^= 0x01
+    digest = hashlib.sha256(data).hexdigest()
+    new = f"weights-{digest[:16]}.ptd"
+    os.remove(os.path.join(out, old))
+    with open(os.path.join(out, new), "wb") as handle:
+        handle.write(data)
+    tensor_digest = hashlib.sha256(data[start:start + 864]).hexdigest()
+
+    def change(m):
+        m["tensors"][key]["sha256"] = tensor_digest
+        for t in m["tensors"].values():
+            if t.get("shard") == old:
+                t["shard"] = new
+        for shard in m["shards"]:
+            if shard["file"] == old:
+                shard.update(file=new, sha256=digest)
+        for program in m["programs"]:
+            program["shards"] = [new if f == old else f for f in program["shards"]]
+        weight_map = m.get("weight_map") or {}
+        for k, f in weight_map.items():
+            weight_map[k] = new if f == old else f
+    rewrite_manifest(out, change)
+
+
+def forged_program(out):
+    """A byte of a program's delegate blob changed, its manifest digest rewritten."""
+    path = os.path.join(out, "xnnpack_conv.pte")
+    data = bytearray(read_file(path))
+    data[-100] ^= 0x01
+    with open(path, "wb") as handle:
+        handle.write(data)
+
+    def change(m):
+        entry = next(p for p in m["programs"] if p["file"] == "xnnpack_conv.pte")
+        entry["sha256"] = hashlib.sha256(data).hexdigest()
+    rewrite_manifest(out, change)
+
+
+def forged_manifest(out):
+    """The release number raised past every rollback bound, nothing else touched."""
+    rewrite_manifest(out, lambda m: m.__setitem__("release", 99))
+
+
+@suite.test
+def only_the_signature_stops_a_consistent_forgery(ctx):
+    """Every record ptepack can derive is made to agree with the change; the release still
+    verifies without a key, so only the signature stands between it and acceptance."""
+    private, public = keys(ctx)
+    for forge in (forged_shard, forged_program, forged_manifest):
+        out = release(ctx, "--release", "1", "--sign", private, name=forge.__name__)
+        forge(out)
+        ctx.code(ctx.run("verify", out), 0, f"{forge.__name__}: consistent without a key")
+        result = ctx.run("verify", out, "--public-key", public, "--json")
+        ctx.code(result, 1, f"{forge.__name__}: verify --public-key")
+        doc = result.json()
+        ctx.equal((doc["ok"], doc["signature"]["checked"], doc["signature"]["valid"]),
+                  (False, True, False), f"{forge.__name__}: ok, checked, valid")
+        ctx.check("signature_invalid" in {p["id"] for p in doc["problem_details"]},
+                  f"{forge.__name__}: signature_invalid in {doc['problem_details']}")
+        ctx.check(oms_tool.verify(out, public, signature(out)),
+                  f"{forge.__name__}: the independent verifier accepted it")
 
 
 @suite.test
@@ -252,6 +347,18 @@ def release_numbers_guard_against_rollback(ctx):
              "release 1 under min 2")
     result = ctx.run("verify", second, "--newer-than", "1")
     ctx.code(result, 2, "--newer-than without a key")
+    # A signed release with no number passes no bound: it could be any release.
+    unnumbered = release(ctx, "--sign", private, name="unnumbered")
+    ctx.code(ctx.run("verify", unnumbered, "--public-key", public), 0, "unnumbered, no bound")
+    for bound in (["--min-release", "5"], ["--newer-than", "0"], ["--newer-than", "5"]):
+        result = ctx.run("verify", unnumbered, "--public-key", public, *bound)
+        ctx.code(result, 1, f"an unnumbered release with {bound}")
+        ctx.check("release (none)" in result.err, f"{bound}: {result.err}")
+        doc = ctx.run("verify", unnumbered, "--public-key", public, *bound, "--json").json()
+        ctx.equal((doc["ok"], doc.get("release"), doc["signature"]["valid"]), (False, None, True),
+                  f"{bound}: --json ok, release, signature.valid")
+        ctx.equal([p["id"] for p in doc["problem_details"]], ["release_rollback"],
+                  f"{bound}: the problem")
     # A repack carries the number and the base's digest unchanged.
     again = os.path.join(ctx.mkdir("again"), "again")
     ctx.run_ok("pack", second, "-o", again, "-q")
