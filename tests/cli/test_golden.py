@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
-# CLI golden suite: stdout, stderr and exit code of pack/dump/verify commands on the bundled
-# example, compared with tests/cli/golden/<case>.txt; `--update` rewrites those files.
+# CLI golden suite: stdout, stderr and exit code of ptepack commands on the bundled example and
+# the ExecuTorch fixtures. Each case is a folder of tests/cli/golden (the layout of zstd's
+# tests/cli-tests): `cmd`, the arguments one per line; optionally `prepare`, one line naming a
+# preparation of the shared inputs (`copy_first PATTERN DEST`, `damaged_copy SOURCE DEST`);
+# and the expected `exit`, `stdout` and `stderr` (paths as $WORK, pack's timing as $TIME).
+# Adding a case is adding a folder with its `cmd`; `--update` writes the expected files.
 # Each case runs in a scratch directory of its own, a fresh copy of the prepared inputs
 # (made once, never written by a case): no case reads what another wrote.
 import atexit
@@ -10,7 +14,6 @@ import re
 import shutil
 import struct
 import subprocess
-import sys
 import tempfile
 
 from cli_common import Suite, unified_diff
@@ -34,9 +37,9 @@ def prepared_dir(ctx):
         for argv in (PACK_PTN, PACK_DIR, PACK_ST):
             ctx.run_ok(*argv, "-q", cwd=base)
         pte_pair(ctx.data, ctx.ptepack)(base)
-        for _name, _argv, *prepare in CASES:
-            if prepare and callable(prepare[0]):
-                prepare[0](base)
+        for case in CASES:
+            if case.prepare:
+                PREPARATIONS[case.prepare[0]](*case.prepare[1:])(base)
     return PREPARED["dir"]
 
 
@@ -115,129 +118,71 @@ PACK = ["pack", "prefill.json", "decode.json"]
 PACK_PTN = PACK + ["-o", "model.ptn"]
 PACK_DIR = PACK + ["-o", "model", "--max-shard-bytes", "3000"]
 PACK_ST = PACK + ["-o", "model_st", "--shard-format", "safetensors", "--max-shard-bytes", "2500"]
-CASES = [
-    # name, argv (run in the work directory), optional preparation
-    ("pack_ptn", PACK_PTN),
-    ("pack_dir_ptd", PACK_DIR),
-    ("pack_dir_safetensors", PACK_ST),
-    ("pack_dry_run_dir", PACK + ["-o", "planned", "--dry-run", "--max-shard-bytes", "3000"]),
-    ("pack_dry_run_ptn", PACK + ["-o", "planned.ptn", "--dry-run"]),
-    ("pack_json", PACK + ["-o", "model_json", "--json", "--max-shard-bytes", "3000"]),
-    ("dump_ptn", ["dump", "model.ptn"]),
-    ("dump_ptn_json", ["dump", "model.ptn", "--json"]),
-    ("dump_ptn_graph", ["dump", "model.ptn", "--graph"]),
-    ("dump_dir", ["dump", "model"]),
-    ("dump_dir_json", ["dump", "model", "--json"]),
-    ("dump_manifest", ["dump", "model/manifest.json"]),
-    ("dump_dir_safetensors", ["dump", "model_st"]),
-    ("dump_filter_key_glob", ["dump", "model.ptn", "--key", "decode/*", "--key", "state/*"]),
-    ("dump_filter_method", ["dump", "model.ptn", "--method", "prefill", "--sort", "size"]),
-    ("dump_filter_shard_json", ["dump", "model", "--json", "--no-tensors", "--summary"]),
-    ("dump_summary", ["dump", "model", "--summary", "--top", "3"]),
-    ("dump_filter_shard", ["dump", "model", "--shard", "weights-faceb90c0d193491.ptd"]),
-    ("dump_offsets_no_hash", ["dump", "decode.safetensors", "--offsets", "--no-hash",
-                              "--sort", "natural"]),
-    ("dump_offsets_json", ["dump", "decode.safetensors", "--json", "--offsets", "--no-hash",
-                           "--key", "*wq*"]),
-    ("dump_narrow", ["dump", "model.ptn", "--width", "60", "--key", "*attention*"]),
-    ("error_dump_unknown_method", ["dump", "model.ptn", "--method", "prefil"]),
-    ("error_dump_shard_without_manifest", ["dump", "model.ptn", "--shard", "x.ptd"]),
-    ("diff_ptn_dir", ["diff", "model.ptn", "model"]),
-    ("diff_dir_formats_json", ["diff", "model", "model_st", "--json"]),
-    ("diff_pte_packed", ["diff", "conv.pte", "conv_dir"], "pte"),
-    ("diff_pte_operator", ["diff", "add.pte", "add_out.pte"], "pte"),
-    ("diff_pte_operator_json", ["diff", "add.pte", "add_out.pte", "--json"], "pte"),
-    ("diff_pte_dirs_json", ["diff", "conv_dir", "conv_blob_dir", "--json"], "pte"),
-    ("diff_pte_other_program", ["diff", "add.pte", "conv.pte"], "pte"),
-    ("dump_pte_graph_dot", ["dump", "pair.pte", "--graph=dot"], "pte"),
-    ("dump_pte_summary", ["dump", "mlp.pte", "--summary", "--top", "3"], "pte"),
-    ("dump_pte_no_tensors", ["dump", "mlp.pte", "--no-tensors"], "pte"),
-    ("dump_pte_dir_summary", ["dump", "three_dir", "--summary", "--top", "3"], "pte"),
-    ("dump_pte_dir_no_tensors", ["dump", "three_dir", "--no-tensors"], "pte"),
-    ("dump_ptn_graph_dot", ["dump", "model.ptn", "--graph=dot"]),
-    ("dump_program_json", ["dump", "prefill.json"]),
-    ("dump_program_json_json", ["dump", "prefill.json", "--json"]),
-    ("dump_ptd", ["dump", "shard.ptd"], copy_first("model/weights-*.ptd", "shard.ptd")),
-    ("dump_ptd_json", ["dump", "shard.ptd", "--json"]),
-    ("dump_safetensors_input", ["dump", "decode.safetensors"]),
-    ("dump_safetensors_input_json", ["dump", "decode.safetensors", "--json"]),
-    ("dump_safetensors_shard", ["dump", "shard.safetensors"],
-     copy_first("model_st/weights-*.safetensors", "shard.safetensors")),
-    ("verify_ptn", ["verify", "model.ptn"]),
-    ("verify_dir", ["verify", "model"]),
-    ("verify_dir_json", ["verify", "model_st", "--json"]),
-    ("error_verify_damaged", ["verify", "model_bad"], damaged_copy("model", "model_bad")),
-    ("error_verify_damaged_json", ["verify", "model_bad", "--json"],
-     damaged_copy("model", "model_bad")),
-    ("error_missing_input", ["pack", "missing.json", "-o", "x.ptn"]),
-    ("error_no_inputs", ["pack", "-o", "x.ptn"]),
-    ("error_rename_multi_method", ["pack", "x=two_methods.json", "-o", "x.ptn"]),
-    ("error_missing_data", ["pack", "two_methods.json", "-o", "x.ptn"]),
-    ("error_duplicate_method", ["pack", "prefill.json", "prefill.json", "-o", "x.ptn"]),
-    ("error_reserved_method", ["pack", "state=prefill.json", "-o", "x.ptn"]),
-    ("error_cap_too_small", PACK + ["-o", "capped", "--max-shard-bytes", "1000"]),
-    ("error_bad_size", PACK + ["-o", "capped", "--max-shard-bytes", "12X"]),
-    ("error_cap_on_package", PACK + ["-o", "capped.ptn", "--max-shard-bytes", "1M"]),
-    ("error_output_is_input", ["pack", "model.ptn", "-o", "model.ptn"]),
-    ("error_dump_missing", ["dump", "nothing.ptn"]),
-    ("error_unknown_command", ["pak", "prefill.json"]),
-    ("error_unknown_option", PACK + ["-o", "capped", "--max-shard-byte", "1M"]),
-    ("error_unknown_option_equals", ["verify", "--jsn=1", "model.ptn"]),
-    ("error_option_for_directories", PACK + ["-o", "capped.PTN", "--alignment", "64"]),
-    ("error_output_stdout", PACK + ["-o", "-"]),
-    ("error_help_unknown", ["help", "dumpp"]),
-    ("error_progress_value", PACK + ["-o", "x", "--progress", "sometimes"]),
-    ("usage_bare", []),
-    ("help_pack", ["help", "pack"]),
-    ("help_top", ["help"]),
-    ("version", ["--version"]),
-]
+PREPARATIONS = {"copy_first": copy_first, "damaged_copy": damaged_copy}
 
 
-def render(argv, result, work, ptepack):
-    """The stored form: command, exit code, then stdout and stderr verbatim (normalised)."""
-    def section(title, text):
-        text = text.replace(work, "$WORK").replace(ptepack, "ptepack")
-        # pack's elapsed time and rate vary from run to run
-        text = re.sub(r" in \d+\.\d+ s \((.*?) read at [^)]*\)", r" in $TIME (\1 read at $RATE)", text)
-        if text and not text.endswith("\n"):
-            text += "\n\\ no newline at end\n"
-        return f"--- {title}\n{text}"
-    return (f"$ ptepack {' '.join(argv)}\n--- exit {result.code}\n"
-            + section("stdout", result.out) + section("stderr", result.err))
+class Case:
+    """One folder of tests/cli/golden."""
+
+    def __init__(self, name):
+        self.name = name
+        self.folder = os.path.join(GOLDEN, name)
+        with open(os.path.join(self.folder, "cmd"), encoding="utf-8") as handle:
+            self.argv = handle.read().splitlines()
+        path = os.path.join(self.folder, "prepare")
+        self.prepare = None
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as handle:
+                self.prepare = handle.read().split()
+            if not self.prepare or self.prepare[0] not in PREPARATIONS:
+                raise SystemExit(f"{path}: expected one of {sorted(PREPARATIONS)} and arguments")
 
 
-def golden_case(name, argv, _prepare=None):
+CASES = [Case(name) for name in sorted(os.listdir(GOLDEN))
+         if os.path.isfile(os.path.join(GOLDEN, name, "cmd"))]
+
+
+def normalized(text, work, ptepack):
+    text = text.replace(work, "$WORK").replace(ptepack, "ptepack")
+    # pack's elapsed time and rate vary from run to run
+    return re.sub(r" in \d+\.\d+ s \((.*?) read at [^)]*\)", r" in $TIME (\1 read at $RATE)", text)
+
+
+def golden_case(case):
     def run_case(ctx):
-        work = work_dir(ctx, name)  # _prepare ran on the prepared inputs
-        actual = render(argv, ctx.run(*argv, cwd=work), work, ctx.ptepack)
-        path = os.path.join(GOLDEN, name + ".txt")
-        if ctx.update:
-            os.makedirs(GOLDEN, exist_ok=True)
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(actual)
-            return
-        ctx.require(os.path.exists(path), f"{path} missing: run with --update to create it")
-        with open(path, encoding="utf-8") as handle:
-            expected = handle.read()
-        ctx.check(expected == actual, "output differs from the golden file (refresh with "
-                  "--update if the change is intended):\n" + unified_diff(expected, actual, name))
-    suite.add(name, run_case)
+        work = work_dir(ctx, case.name)  # the preparations ran on the prepared inputs
+        result = ctx.run(*case.argv, cwd=work)
+        actual = {"exit": f"{result.code}\n", "stdout": normalized(result.out, work, ctx.ptepack),
+                  "stderr": normalized(result.err, work, ctx.ptepack)}
+        for part, text in actual.items():
+            path = os.path.join(case.folder, part)
+            if ctx.update:
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write(text)
+                continue
+            ctx.require(os.path.exists(path), f"{path} missing: run with --update to create it")
+            with open(path, encoding="utf-8") as handle:
+                expected = handle.read()
+            ctx.check(expected == text, f"{part} differs from {path} (refresh with --update if "
+                      "the change is intended):\n" + unified_diff(expected, text, part))
+    suite.add(case.name, run_case)
 
 
-for case in CASES:
-    golden_case(*case)
+for each in CASES:
+    golden_case(each)
 
 
 @suite.test
-def no_stale_golden_files(ctx):
-    known = {name + ".txt" for name, *_ in CASES}
-    stale = sorted(set(os.listdir(GOLDEN)) - known) if os.path.isdir(GOLDEN) else []
-    if ctx.update:
-        for name in stale:
-            os.remove(os.path.join(GOLDEN, name))
-        return
-    ctx.equal(stale, [], "golden files without a case (remove them or run --update)")
+def every_golden_folder_is_a_case(ctx):
+    """Each entry of tests/cli/golden is a folder with `cmd` and only the files a case has."""
+    known = {"cmd", "prepare", "exit", "stdout", "stderr"}
+    for name in sorted(os.listdir(GOLDEN)):
+        folder = os.path.join(GOLDEN, name)
+        ctx.check(os.path.isdir(folder) and os.path.isfile(os.path.join(folder, "cmd")),
+                  f"{folder}: not a case (a folder with `cmd`)")
+        if os.path.isdir(folder):
+            ctx.equal(sorted(set(os.listdir(folder)) - known), [], f"{folder}: unknown files")
+    ctx.check(len(CASES) >= 70, f"only {len(CASES)} cases found")
 
 
 @suite.test

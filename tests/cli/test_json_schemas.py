@@ -52,14 +52,14 @@ def check(ctx, name, document, what):
 
 def golden_documents():
     """(command, name, document) for every golden output that is a JSON document."""
-    for path in sorted(glob.glob(os.path.join(GOLDEN, "*.txt"))):
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-        argv = text.split("\n", 1)[0].split()[2:]
+    for folder in sorted(glob.glob(os.path.join(GOLDEN, "*", ""))):
+        with open(os.path.join(folder, "cmd"), encoding="utf-8") as handle:
+            argv = handle.read().splitlines()
         if "--json" not in argv:
             continue
-        stdout = text.split("--- stdout\n", 1)[1].split("--- stderr", 1)[0]
-        yield argv[0], os.path.basename(path), json.loads(stdout)
+        with open(os.path.join(folder, "stdout"), encoding="utf-8") as handle:
+            stdout = handle.read()
+        yield argv[0], os.path.basename(os.path.dirname(folder)), json.loads(stdout)
 
 
 @suite.test
