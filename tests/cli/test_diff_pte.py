@@ -55,7 +55,14 @@ def flip(path, offset):
 def diff(ctx, a, b, code, what):
     result = ctx.run("diff", a, b, "--json")
     ctx.code(result, code, what)
-    return result.json() if result.code in (0, 1) else None
+    if result.code not in (0, 1):
+        return None
+    report = result.json()
+    # The fields CI reads: the verdict agrees with the exit code and with the listing.
+    ctx.equal(report["equivalent"], result.code == 0, f"{what}: --json equivalent")
+    ctx.equal(bool(report["differences"] or report["methods"]), result.code == 1,
+              f"{what}: --json differences")
+    return report
 
 
 def texts(report):

@@ -14,6 +14,10 @@ from cli_common import (Suite, Tensor, add_constant, load_json, meta, method, pt
                         write_safetensors)
 
 suite = Suite()
+# The identifiers docs/problems.md documents (its table's first column).
+PROBLEM_IDS = set(re.findall(r"^\| `([a-z_]+)` \|", open(os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "problems.md"),
+    encoding="utf-8").read(), re.M))
 SUMMARY_FIELDS = {"output": str, "kind": str, "dry_run": bool, "methods": list, "renames": list,
                   "state": list, "aliases": dict, "tensor_count": int, "stored_tensor_count": int,
                   "referenced_bytes": int, "stored_bytes": int, "dedup_saved_bytes": int,
@@ -667,6 +671,15 @@ def expect_verify_failure(ctx, path, names, what):
     try:
         parsed = report.json()
         ctx.check(parsed["ok"] is False and parsed["problems"], f"{what}: --json report {parsed}")
+        # The fields a program reads: no key was given, so no signature was checked; one
+        # documented identifier per problem line.
+        signature = parsed.get("signature", {"checked": False, "valid": False})  # none: unsigned
+        ctx.equal((signature["checked"], signature["valid"]), (False, False),
+                  f"{what}: --json signature")
+        details = parsed["problem_details"]
+        ctx.equal(len(details), len(parsed["problems"]), f"{what}: one detail per problem")
+        ctx.equal(sorted({p["id"] for p in details} - PROBLEM_IDS), [],
+                  f"{what}: undocumented problem identifiers")
     except ValueError:
         ctx.check(False, f"{what}: verify --json is not JSON: {report.out!r}")
 
