@@ -242,8 +242,16 @@ DefaultProgramData default_program_data(const fs::path& pte_path, const pte::Pro
     const auto name = real.filename().string();
     const auto size = fs::file_size(real, ec);
     for (const auto& entry : m.programs) {
-      // Listed under its name and with its size: a program copied over it is not it.
-      if (entry.file != name || ec || entry.size != size) continue;
+      if (entry.file != name) continue;
+      out.record = DefaultProgramData::Record{manifest_path, entry, {}};
+      for (const auto& file : entry.shards) {
+        auto shard = std::find_if(m.shards.begin(), m.shards.end(),
+                                  [&](const ManifestShard& s) { return s.file == file; });
+        out.record->shards.push_back(shard == m.shards.end() ? std::nullopt
+                                                             : std::optional(*shard));
+      }
+      // Listed with its size too: a program copied over it is not it.
+      if (ec || entry.size != size) break;
       for (const auto& shard : entry.shards) out.files.push_back(dir / shard);
       out.named_keys = entry.named_data;
       out.note = entry.shards.empty()

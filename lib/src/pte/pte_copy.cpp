@@ -214,7 +214,10 @@ void Copier::room(uint64_t bytes) {
 
 fb::uoffset_t Copier::bytes(const uint8_t* data, size_t size, size_t alignment) {
   room(size + alignment);
-  if (alignment > 1) builder_.ForceVectorAlignment(size, 1, alignment);
+  // ForceVectorAlignment's own padding, without its debug assertion that the
+  // alignment is at most FLATBUFFERS_MAX_ALIGNMENT (32): inline data keeps up to
+  // 4096, and the buffer is copied out whole, so only offsets from its end count.
+  if (alignment > 1 && size > 0) builder_.PreAlign(size, alignment);
   builder_.StartVector(size, 1);
   if (size > 0) builder_.PushBytes(data, size);
   return builder_.EndVector(size);

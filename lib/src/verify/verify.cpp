@@ -180,6 +180,57 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
   check_duplicates(name, data, aliases, keys, options, report);
 }
 
+// A program its directory's manifest lists (verify DIR/prog.pte, the check a
+// device makes on the one program it runs): the program file and every shard
+// listed for it against the size and SHA-256 the manifest records, each file
+// hashed once. Returns the listed shards that are missing (reported here).
+std::set<fs::path> check_against_record(const InputFilePtr& program,
+                                        const DefaultProgramData::Record& record,
+                                        const VerifyOptions& options, VerifyReport& report) {
+  auto& problems = report.problems;
+  const auto manifest = record.manifest.string();
+  const auto dir = record.manifest.parent_path();
+  std::vector<std::pair<InputFilePtr, std::pair<std::string, uint64_t>>> files{
+      {program, {record.program.sha256, record.program.size}}};
+  std::set<fs::path> missing;
+  for (size_t k = 0; k < record.program.shards.size(); ++k) {
+    const auto path = dir / record.program.shards[k];
+    std::error_code ec;
+    if (!record.shards[k]) {
+      problems.push_back({ProblemId::manifest_inconsistent, manifest,
+                          fmt::format("{}: {} lists shard {}, which its shards do not", manifest,
+                                      record.program.file, record.program.shards[k])});
+    } else if (!fs::is_regular_file(path, ec)) {
+      missing.insert(path);
+      problems.push_back({ProblemId::file_missing, path.string(),
+                          fmt::format("{}: missing (listed for {} in {})", path.string(),
+                                      record.program.file, manifest)});
+    } else {
+      files.push_back({InputFile::open(path), {record.shards[k]->sha256, record.shards[k]->size}});
+    }
+  }
+  std::vector<ByteRange> whole;
+  for (const auto& [file, expected] : files) whole.push_back({file, 0, file->size()});
+  const auto digests = hash_ranges(whole, options.jobs);
+  for (size_t i = 0; i < files.size(); ++i) {
+    const auto& [file, expected] = files[i];
+    report.bytes_hashed += file->size();
+    if (file->size() != expected.second) {
+      problems.push_back({ProblemId::file_changed, file->name(),
+                          fmt::format("{}: size {} differs from the manifest's {}", file->name(),
+                                      file->size(), expected.second)});
+    } else if (to_hex(digests[i]) != expected.first) {
+      problems.push_back({ProblemId::file_changed, file->name(),
+                          fmt::format("{}: SHA-256 differs from the manifest (file changed)",
+                                      file->name())});
+    }
+  }
+  report.notes.push_back(fmt::format("{}: checked against {}: the program and its {} data files, "
+                                     "by size and SHA-256",
+                                     program->name(), manifest, record.program.shards.size()));
+  return missing;
+}
+
 // A .pte and the data files it is loaded with (PATH@DATA, or the same-stem
 // .ptd when it has EXTERNAL tensors), each read on its own: every EXTERNAL key
 // must be in exactly one of them with the layout the runtime demands.
@@ -197,16 +248,19 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
       std::any_of(program.tensors.begin(), program.tensors.end(),
                   [](const auto& t) { return t.storage == pte::Storage::external; });
   std::vector<std::string> named_keys;
+  std::set<fs::path> missing;
   if (sources.empty()) {
     auto found = default_program_data(file->path(), program);
     sources = std::move(found.files);
     if (found.named_keys) named_keys = std::move(*found.named_keys);
     if (found.note) report.notes.push_back(fmt::format("{}: {}", file->name(), *found.note));
+    if (found.record) missing = check_against_record(file, *found.record, options, report);
   }
   std::vector<TensorTable> tables(sources.size());
   std::vector<DataFile> files;
   for (size_t i = 0; i < sources.size(); ++i) {
     const auto name = sources[i].string();
+    if (missing.count(sources[i])) continue;  // reported with the record
     if (!attempt(problems, ProblemId::file_unreadable, name, [&] {
           auto f = ptd::read_file(InputFile::open(sources[i]));
           note_unreferenced_segments(f, report.notes);

@@ -83,6 +83,17 @@ struct DefaultProgramData {
   std::vector<std::filesystem::path> files;
   std::optional<std::vector<std::string>> named_keys;  // from the manifest's record
   std::optional<std::string> note;                      // where they came from, when a manifest
+  // A program the manifest beside it lists by name: what that manifest records
+  // for it and for the shards listed for it (`shards` parallel to the entry's
+  // list; null when the manifest lists no such shard), for a check of the bytes
+  // against the record (verify DIR/prog.pte). Set even when the program's size
+  // differs from the record (then `files` is empty: it is not the listed program).
+  struct Record {
+    std::filesystem::path manifest;
+    ManifestProgramEntry program;
+    std::vector<std::optional<ManifestShard>> shards;
+  };
+  std::optional<Record> record;
 };
 [[nodiscard]] DefaultProgramData default_program_data(const std::filesystem::path& pte_path,
                                                       const pte::Program& program);
