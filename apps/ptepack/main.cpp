@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "ptepack/base/error.h"
@@ -24,6 +25,29 @@
 
 namespace {
 
+// `--json` on the command line: a failure is also one JSON document on stdout.
+bool json_wanted = false;
+
+// {"error": {"code", "problem", "message", "path"}} (schema/error.schema.json): the
+// message's first line; the path it starts with ("<file>: ..."), when it starts with one.
+void report_json(const std::string& message, int code) {
+  const std::string first = message.substr(0, message.find('\n'));
+  const auto colon = first.find(": ");
+  nlohmann::ordered_json path = nullptr;
+  const std::string prefix = colon == std::string::npos ? std::string() : first.substr(0, colon);
+  // A file names itself with a '/' or an extension; "pack: ..." names a command.
+  if (!prefix.empty() && prefix[0] != '-' && prefix.find(' ') == std::string::npos &&
+      prefix.find_first_of("/.") != std::string::npos) {
+    path = prefix;
+  }
+  nlohmann::ordered_json doc{{"error",
+                              {{"code", code},
+                               {"problem", nullptr},
+                               {"message", ptepack::escaped(first)},
+                               {"path", path}}}};
+  std::cout << doc.dump(2) << '\n' << std::flush;
+}
+
 int report(const std::string& message, int code) {
   ptepack::wait_if_interrupted();
   std::istringstream lines(message);
@@ -31,6 +55,7 @@ int report(const std::string& message, int code) {
   // Names inside messages come from input files: escaped, whatever raised them.
   while (std::getline(lines, line))
     std::cerr << "ptepack: error: " << ptepack::escaped(line) << '\n';
+  if (json_wanted) report_json(message, code);
   return code;
 }
 
@@ -239,6 +264,8 @@ int main(int argc, char** argv) {
     std::cout << app.help();
     return static_cast<int>(ptepack::ErrorCode::usage);
   }
+  json_wanted = std::any_of(argv + 1, argv + argc,
+                            [](const char* word) { return std::string_view(word) == "--json"; });
   auto words = joined_graph_values(argc, argv);
   std::vector<char*> pointers;
   for (auto& word : words) pointers.push_back(word.data());

@@ -232,5 +232,48 @@ def the_documented_offline_command_validates_real_outputs(ctx):
         ctx.check(result.returncode != 0, f"{name}: a broken document passes the command")
 
 
+
+@suite.test
+def every_failing_json_call_prints_one_error_document(ctx):
+    """--json always yields one JSON document on stdout: on a failure (exit 2 to 5) the error
+    document of schema/error.schema.json, its code the exit code; stderr keeps its line."""
+    d = ctx.mkdir()
+    pte = os.path.join(ctx.data, "pte", "xnnpack_conv.pte")
+    truncated = os.path.join(d, "cut.pte")
+    with open(pte, "rb") as source, open(truncated, "wb") as out:
+        out.write(source.read()[:300])
+    prefill = os.path.join(ctx.examples, "prefill.json")
+    missing = os.path.join(d, "missing.pte")
+    cases = [
+        (["dump", missing, "--json"], 5, missing),
+        (["verify", missing, "--json"], 5, missing),
+        (["diff", pte, missing, "--json"], 5, missing),
+        (["dump", truncated, "--json"], 3, truncated),
+        (["pack", "--json", "-o", os.path.join(d, "x.ptn")], 2, None),
+        (["pack", prefill, prefill, "-o", os.path.join(d, "y.ptn"), "--json"], 4, None),
+        (["pack", pte, "-o", os.path.join(d, "z"), "--constant-alignment", "3", "--json"], 2,
+         None),
+        (["sign", pte, "--private-key", pte, "--json"], 2, None),
+    ]
+    for argv, code, path in cases:
+        result = ctx.run(*argv)
+        ctx.code(result, code, " ".join(argv[:2]))
+        try:
+            doc = json.loads(result.out)
+        except ValueError:
+            ctx.check(False, f"{argv}: stdout is not one JSON document: {result.out!r}")
+            continue
+        check(ctx, "error", doc, f"{argv[:2]} error document")
+        ctx.equal(doc["error"]["code"], code, f"{argv[:2]}: code")
+        line = result.err.splitlines()[0] if result.err else ""
+        ctx.equal("ptepack: error: " + doc["error"]["message"], line, f"{argv[:2]}: message")
+        if path is not None:
+            ctx.equal(doc["error"]["path"], path, f"{argv[:2]}: path")
+    # A report is still the report: verify's problems (exit 1) are not an error document.
+    report = ctx.run("verify", truncated, "--json")
+    ctx.code(report, 1, "verify of a truncated program")
+    ctx.check("error" not in report.json(), "verify's report")
+
+
 if __name__ == "__main__":
     suite.main()

@@ -34,7 +34,9 @@ SignReport sign_directory(const SignOptions& options) {
   if (!fs::exists(options.directory, ec)) {
     fail(ErrorCode::io, "{}: no such file or directory", options.directory.string());
   }
-  if (!fs::is_directory(paths.dir, ec) || !fs::exists(paths.manifest, ec)) {
+  const bool directory = fs::is_directory(options.directory, ec) ||
+                         options.directory.filename() == "manifest.json";
+  if (!directory || !fs::is_directory(paths.dir, ec) || !fs::exists(paths.manifest, ec)) {
     fail(ErrorCode::usage, "{}: sign takes a packed directory (with its manifest.json)",
          options.directory.string());
   }
