@@ -53,7 +53,7 @@ class PackResult:
     stored_bytes: int
     dedup_saved_bytes: int
     output_bytes: int
-    input_bytes: int  # every input file read, each once (--base's aside)
+    input_bytes: int  # the inputs' files, each once (--base's aside)
     shards: List[Shard]
     programs: List[Program]
     notes: List[str]

@@ -162,6 +162,32 @@ def two_values_swapped_with_every_reference_are_one_line(ctx):
 
 
 @suite.test
+def values_rotated_are_counted_and_instructions_swapped_are_one_moved(ctx):
+    d = ctx.mkdir()
+
+    def rotated(program, segments):  # value 268 moved after 270: 269, 270, 268
+        plan = program["execution_plan"][0]
+        values = plan["values"]
+        values.insert(270, values.pop(268))
+        renumber(plan, lambda v: 270 if v == 268 else v - 1 if v in (269, 270) else v)
+    rot = written(ctx, d, "kws_rot", rotated)
+    ctx.equal(listing(ctx, fixture(ctx, KWS), rot, 1, "three values rotated"), [
+        "kws_rot.pte forward: values reordered: 2 before values they followed "
+        "(first: value 269 -> 268)",
+    ], "three values rotated")
+
+    def swapped(program, segments):  # cortex_m::pad.out and quantized_avg_pool2d.out
+        chain = program["execution_plan"][0]["chains"][0]["instructions"]
+        chain[12], chain[13] = chain[13], chain[12]
+    swap = written(ctx, d, "kws_swapins", swapped)
+    ctx.equal(listing(ctx, fixture(ctx, KWS), swap, 1, "two instructions swapped"), [
+        "kws_swapins.pte forward: instruction 12 cortex_m::pad.out removed",
+        "kws_swapins.pte forward: instruction 13 cortex_m::pad.out added "
+        "(237, 249, 254, 255, 244, 244)",
+    ], "two instructions swapped: the first moved after the second")
+
+
+@suite.test
 def a_renamed_method_is_removed_and_added_each_named_by_its_own_file(ctx):
     d = ctx.mkdir()
     renamed = written(ctx, d, "renamed", with_method_renamed, stem="portable_multi_method")

@@ -322,6 +322,49 @@ def an_exporter_alignment_above_16_is_kept(ctx):
 
 
 @suite.test
+def gaps_of_exactly_a_power_of_two_read_as_twice_that(ctx):
+    """The keyword spotter laid out at 128: its 576-byte constants leave gaps of exactly 64,
+    which padding to 64 would not leave; repacked alone it keeps every offset."""
+    d = ctx.mkdir()
+    kws = fixture(ctx, "portable_keyword_spotting")
+    program, segments = pte_writer.decode(kws)
+    sizes = constant_sizes(kws)
+    index = program["constant_segment"].get("segment_index", 0)
+    offsets = program["constant_segment"]["offsets"]
+    buffers = [segments[index][offsets[k]:offsets[k] + sizes[k]] for k in range(1, len(offsets))]
+    blob, wide = pte_writer.constant_segment(buffers, alignment=128)
+    segments[index] = blob
+    program["constant_segment"]["offsets"] = wide
+    relaid = pte_writer.write(os.path.join(d, "kws128.pte"), program, segments)
+    gaps = {wide[k + 1] - wide[k] - sizes[k] for k in range(1, len(wide) - 1)}
+    ctx.check(64 in gaps, f"a gap of exactly 64: {sorted(gaps)}")
+    out = os.path.join(d, "again.pte")
+    pack(ctx, relaid, "-o", out)
+    ctx.equal(constant_offsets(out), wide, "every constant where the exporter put it")
+    check_method(ctx, out, [], "forward", relaid, [], "forward", "kws at 128")
+
+
+@suite.test
+def input_bytes_counts_every_file_of_the_inputs_once(ctx):
+    d = ctx.mkdir()
+    conv = fixture(ctx, "xnnpack_conv")
+    pte_dir = os.path.join(d, "pte_dir")
+    pack(ctx, conv, fixture(ctx, "portable_multi_method"), "-o", pte_dir)
+    graph_dir = os.path.join(d, "graph_dir")
+    pack(ctx, os.path.join(ctx.examples, "prefill.json"), os.path.join(ctx.examples, "decode.json"),
+         "-o", graph_dir, "--max-shard-bytes", "3000")
+    for directory in (pte_dir, graph_dir):
+        files = sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory))
+        for spec in (directory, os.path.join(directory, "manifest.json")):
+            doc = ctx.run_ok("pack", *JOBS, spec, "-o", os.path.join(d, "again"), "--dry-run",
+                             "--json").json()
+            ctx.equal(doc["input_bytes"], files, f"{spec}: every file of the directory")
+    doc = ctx.run_ok("pack", *JOBS, conv, f"again={conv}", "-o", os.path.join(d, "twice.pte"),
+                     "--dry-run", "--json").json()
+    ctx.equal(doc["input_bytes"], os.path.getsize(conv), "one file given twice counts once")
+
+
+@suite.test
 def constant_alignment_forces_the_padding(ctx):
     d = ctx.mkdir()
     kws, mlp = fixture(ctx, "portable_keyword_spotting"), fixture(ctx, "xnnpack_stress_mlp")

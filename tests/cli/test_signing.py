@@ -359,6 +359,23 @@ def release_numbers_guard_against_rollback(ctx):
                   f"{bound}: --json ok, release, signature.valid")
         ctx.equal([p["id"] for p in doc["problem_details"]], ["release_rollback"],
                   f"{bound}: the problem")
+    # Without --release, the release after the base's, said in a note; the chain recorded.
+    third = os.path.join(ctx.mkdir("r3"), "r3")
+    result = ctx.run("pack", conv, multi, "-o", third, "--base", second)
+    ctx.code(result, 0, "--base without --release")
+    ctx.check("release 3: the next after --base" in result.out, f"the note: {result.out}")
+    chained = load_json(os.path.join(third, "manifest.json"))
+    ctx.equal((chained["release"], chained["base_manifest_sha256"]),
+              (3, hashlib.sha256(read_file(os.path.join(second, "manifest.json"))).hexdigest()),
+              "release 3, chained to release 2")
+    # A base with no number: no number, but the chain is recorded.
+    plain = release(ctx, name="plain")
+    fourth = os.path.join(ctx.mkdir("r4"), "r4")
+    ctx.run_ok("pack", conv, multi, "-o", fourth, "--base", plain, "-q")
+    unnumbered = load_json(os.path.join(fourth, "manifest.json"))
+    ctx.equal((unnumbered.get("release"), unnumbered.get("base_manifest_sha256")),
+              (None, hashlib.sha256(read_file(os.path.join(plain, "manifest.json"))).hexdigest()),
+              "a base without a number: the digest alone")
     # A repack carries the number and the base's digest unchanged.
     again = os.path.join(ctx.mkdir("again"), "again")
     ctx.run_ok("pack", second, "-o", again, "-q")

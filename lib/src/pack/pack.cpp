@@ -193,14 +193,27 @@ void add_read_paths(const Artifact& artifact, std::vector<fs::path>& paths) {
 
 namespace {
 
-// The size of every regular file among `paths`, each file once.
-uint64_t total_file_bytes(const std::vector<fs::path>& paths) {
+// What the inputs hold: every file read (programs, graphs, data files) and
+// every file of a packed directory given as an input (its manifest and
+// signature too), each file once; --base's files are not inputs.
+uint64_t input_file_bytes(const PackOptions& options, const std::vector<fs::path>& read) {
+  std::vector<fs::path> paths = read;
+  for (const auto& spec : options.inputs) {
+    std::error_code ec;
+    if (!fs::is_directory(spec.path, ec) && spec.path.filename() != "manifest.json") continue;
+    for (const auto& entry : fs::directory_iterator(directory_paths(spec.path).dir, ec)) {
+      if (entry.is_regular_file(ec)) paths.push_back(entry.path());
+    }
+  }
   std::set<fs::path> seen;
   uint64_t total = 0;
   for (const auto& path : paths) {
     std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) continue;
     const auto size = fs::file_size(path, ec);
-    if (!ec && seen.insert(fs::weakly_canonical(path, ec)).second) total += size;
+    if (ec) continue;
+    auto canonical = fs::weakly_canonical(path, ec);
+    if (!ec && seen.insert(canonical).second) total += size;
   }
   return total;
 }
@@ -210,7 +223,7 @@ uint64_t total_file_bytes(const std::vector<fs::path>& paths) {
 PackStart start_pack(const PackOptions& options, int version, std::vector<fs::path>& read_paths,
                      const std::vector<Artifact>& inputs) {
   PackStart start;
-  start.summary.input_bytes = total_file_bytes(read_paths);
+  start.summary.input_bytes = input_file_bytes(options, read_paths);
   if (options.base) {
     start.base = std::make_unique<BaseRelease>(*options.base, version,
                                                options.sharding.alignment, options.jobs);
@@ -220,6 +233,7 @@ PackStart start_pack(const PackOptions& options, int version, std::vector<fs::pa
   std::vector<const Manifest*> input_manifests;
   for (const auto& a : inputs) input_manifests.push_back(a.manifest ? &*a.manifest : nullptr);
   start.stamp = release_stamp(options, input_manifests);
+  if (start.stamp.note) start.summary.notes.push_back(*start.stamp.note);
   auto& summary = start.summary;
   summary.output = options.output.string();
   summary.output_kind = output_kind(options.output);

@@ -30,6 +30,7 @@ namespace ptepack::detail {
 struct ReleaseStamp {
   std::optional<uint64_t> release;
   std::optional<std::string> base_manifest_sha256;
+  std::optional<std::string> note;  // the release number chosen without --release
 };
 
 struct PreparedPack {

@@ -76,15 +76,18 @@ void check_readable_size(const std::string& display, uint64_t size, uint64_t lim
 ReleaseStamp release_stamp(const PackOptions& options,
                            const std::vector<const Manifest*>& input_manifests) {
   ReleaseStamp stamp;
-  if (!options.release) {
-    if (input_manifests.size() == 1 && input_manifests.front() != nullptr && !options.base) {
+  if (!options.base) {
+    if (options.release) {
+      stamp.release = options.release;
+    } else if (input_manifests.size() == 1 && input_manifests.front() != nullptr) {
       stamp.release = input_manifests.front()->release;  // a repack carries both unchanged
       stamp.base_manifest_sha256 = input_manifests.front()->base_manifest_sha256;
     }
     return stamp;
   }
+  // With --base the chain is unbroken: the base's digest always, and the next number.
   stamp.release = options.release;
-  if (options.base) {
+  {
     const auto manifest_path = directory_paths(*options.base).manifest;
     auto file = InputFile::open(manifest_path);
     if (file->size() > Limits::max_manifest_bytes) {
@@ -93,9 +96,19 @@ ReleaseStamp release_stamp(const PackOptions& options,
     auto bytes = file->read_range(0, file->size());
     const std::string text(bytes.begin(), bytes.end());
     const auto old = parse_manifest(text, manifest_path.string());
-    if (old.release && *options.release <= *old.release) {
+    if (options.release && old.release && *options.release <= *old.release) {
       fail(ErrorCode::usage, "--release {} must be greater than --base {}'s release {}",
            *options.release, options.base->string(), *old.release);
+    }
+    if (!options.release && old.release) {
+      if (*old.release >= kMaxRelease) {
+        fail(ErrorCode::usage, "--base {}'s release {} is the last one: give no --base",
+             options.base->string(), *old.release);
+      }
+      stamp.release = *old.release + 1;
+      stamp.note = fmt::format("release {}: the next after --base {}'s release {} (--release N "
+                               "sets another)",
+                               *stamp.release, options.base->string(), *old.release);
     }
     stamp.base_manifest_sha256 = to_hex(sha256(std::string_view(text)));
   }

@@ -149,7 +149,9 @@ struct PackSummary {
   uint64_t dropped_bytes = 0;
   std::vector<ShardSummary> shards;
   uint64_t output_bytes = 0;             // total bytes written (or planned)
-  uint64_t input_bytes = 0;              // every input file read, each once (--base's aside)
+  // The inputs' files, each once: every program, graph and data file read, and
+  // every file of a packed directory given as an input (--base's aside).
+  uint64_t input_bytes = 0;
   bool written_while_hashing = false;    // written on the plan the digests confirmed
   double elapsed_seconds = 0;            // wall time of the whole pack call
   std::vector<ProgramSummary> programs;  // .pte inputs
