@@ -85,7 +85,10 @@ ReleaseStamp release_stamp(const PackOptions& options,
     }
     return stamp;
   }
-  // With --base the chain is unbroken: the base's digest always, and the next number.
+  // With --base the chain is unbroken: a numbered base is followed by the next
+  // number, and a numbered release records its base's digest. A release without
+  // a number on a base without one records neither, so that packing a release's
+  // content on it reproduces it byte for byte.
   stamp.release = options.release;
   {
     const auto manifest_path = directory_paths(*options.base).manifest;
@@ -110,7 +113,7 @@ ReleaseStamp release_stamp(const PackOptions& options,
                                "sets another)",
                                *stamp.release, options.base->string(), *old.release);
     }
-    stamp.base_manifest_sha256 = to_hex(sha256(std::string_view(text)));
+    if (stamp.release) stamp.base_manifest_sha256 = to_hex(sha256(std::string_view(text)));
   }
   return stamp;
 }
