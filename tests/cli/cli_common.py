@@ -321,6 +321,24 @@ def read_file(path):
         return handle.read()
 
 
+def flip(path, offset, mask=0x01):
+    """XORs the byte at `offset` of the file with `mask`, in place."""
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        byte = handle.read(1)[0]
+        handle.seek(offset)
+        handle.write(bytes([byte ^ mask]))
+
+
+def edit_manifest(directory, change):
+    """Rewrites DIR/manifest.json after change(manifest), as a hand edit would."""
+    path = os.path.join(directory, "manifest.json")
+    manifest = load_json(path)
+    change(manifest)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2)
+
+
 def snapshot(path):
     """{relative path: bytes} of a file or a directory tree (None when absent)."""
     if not os.path.lexists(path):

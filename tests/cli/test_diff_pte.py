@@ -13,7 +13,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_common import Suite, load_json  # noqa: E402
+from cli_common import Suite, flip, load_json  # noqa: E402
 import pte_reader  # noqa: E402  (tests/tools is on sys.path through cli_common)
 import pte_writer  # noqa: E402
 
@@ -42,14 +42,6 @@ def patch(path, offset, data):
     with open(path, "r+b") as handle:
         handle.seek(offset)
         handle.write(data)
-
-
-def flip(path, offset):
-    with open(path, "r+b") as handle:
-        handle.seek(offset)
-        byte = handle.read(1)[0]
-        handle.seek(offset)
-        handle.write(bytes([byte ^ 0x01]))
 
 
 def diff(ctx, a, b, code, what):

@@ -11,7 +11,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_common import Suite, load_json, temp_leftovers  # noqa: E402
+from cli_common import Suite, edit_manifest, load_json, temp_leftovers  # noqa: E402
 import ptd_reader  # noqa: E402  (tests/tools is on sys.path through cli_common)
 
 suite = Suite()
@@ -19,14 +19,6 @@ suite = Suite()
 
 def fixture(ctx, stem):
     return os.path.join(ctx.data, "pte", stem + ".pte")
-
-
-def edit_manifest(out, change):
-    path = os.path.join(out, "manifest.json")
-    manifest = load_json(path)
-    change(manifest)
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2)
 
 
 def with_named_data(manifest):

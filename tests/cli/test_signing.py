@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_common import Suite, load_json, read_file, temp_leftovers  # noqa: E402
+from cli_common import Suite, edit_manifest, load_json, read_file, temp_leftovers  # noqa: E402
 import oms_tool  # noqa: E402  (tests/tools is on sys.path through cli_common)
 
 suite = Suite()
@@ -237,14 +237,6 @@ def every_tampering_fails_both_verifiers(ctx):
     refused_by_both(ctx, out, public, "payload changed", "does not verify", text)
 
 
-def rewrite_manifest(out, change):
-    path = os.path.join(out, "manifest.json")
-    manifest = load_json(path)
-    change(manifest)
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2)
-
-
 def forged_shard(out):
     """A byte of a named-data tensor changed, and every record derived from it rewritten to
     match: the tensor's digest, the shard's digest, size and digest-derived name, and each
@@ -277,7 +269,7 @@ def forged_shard(out):
         weight_map = m.get("weight_map") or {}
         for k, f in weight_map.items():
             weight_map[k] = new if f == old else f
-    rewrite_manifest(out, change)
+    edit_manifest(out, change)
 
 
 def forged_program(out):
@@ -291,12 +283,12 @@ def forged_program(out):
     def change(m):
         entry = next(p for p in m["programs"] if p["file"] == "xnnpack_conv.pte")
         entry["sha256"] = hashlib.sha256(data).hexdigest()
-    rewrite_manifest(out, change)
+    edit_manifest(out, change)
 
 
 def forged_manifest(out):
     """The release number raised past every rollback bound, nothing else touched."""
-    rewrite_manifest(out, lambda m: m.__setitem__("release", 99))
+    edit_manifest(out, lambda m: m.__setitem__("release", 99))
 
 
 @suite.test

@@ -5,13 +5,12 @@
 # real programs packed with a cap (several shards); each damage is refused with its problem
 # identifier, on the whole directory and on a device copy holding only the program's files.
 import hashlib
-import json
 import os
 import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_common import Suite, load_json  # noqa: E402
+from cli_common import Suite, edit_manifest, flip, load_json  # noqa: E402
 
 suite = Suite()
 PROGRAMS = ("xnnpack_conv", "portable_multi_method", "xnnpack_stress_mlp")
@@ -39,14 +38,6 @@ def device_copy(ctx, out, program, name):
     for file in ["manifest.json", program] + entry["shards"]:
         shutil.copy(os.path.join(out, file), device)
     return device, entry
-
-
-def flip(path, offset):
-    with open(path, "r+b") as handle:
-        handle.seek(offset)
-        byte = handle.read(1)[0]
-        handle.seek(offset)
-        handle.write(bytes([byte ^ 0x01]))
 
 
 def refused(ctx, path, problem, names, what):
@@ -114,12 +105,11 @@ def a_program_that_is_not_the_recorded_one_is_refused(ctx):
             ["xnnpack_conv.pte", "differs from the manifest's"], "another program in its place")
     # The manifest's record changed instead of the file: the same refusal.
     edited = copy_of(ctx, out, "edited-record")
-    path = os.path.join(edited, "manifest.json")
-    manifest = load_json(path)
-    entry = next(p for p in manifest["programs"] if p["file"] == "xnnpack_conv.pte")
-    entry["sha256"] = hashlib.sha256(b"another program").hexdigest()
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2)
+
+    def other_digest(manifest):
+        entry = next(p for p in manifest["programs"] if p["file"] == "xnnpack_conv.pte")
+        entry["sha256"] = hashlib.sha256(b"another program").hexdigest()
+    edit_manifest(edited, other_digest)
     refused(ctx, os.path.join(edited, "xnnpack_conv.pte"), "file_changed", ["SHA-256 differs"],
             "a record of other bytes")
 

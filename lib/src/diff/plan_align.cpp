@@ -62,26 +62,14 @@ void lcs_steps(const std::vector<std::string>& a, const std::vector<std::string>
 // Lines the values of two plans up, first come first paired.
 class ValueMatcher {
  public:
-  ValueMatcher(const ProgramView& a, uint32_t pa, const ProgramView& b, uint32_t pb,
-               PlanAlignment& out)
-      : a_(a),
-        b_(b),
-        pa_(pa),
-        pb_(pb),
-        x_(*a.program->root()->execution_plan()->Get(pa)),
-        y_(*b.program->root()->execution_plan()->Get(pb)),
-        out_(out) {
-    out_.value_in_b.assign(count(x_.values()), std::nullopt);
-    out_.value_in_a.assign(count(y_.values()), std::nullopt);
+  ValueMatcher(const PlanPair& p, PlanAlignment& out) : p_(p), out_(out) {
+    out_.value_in_b.assign(count(p_.x.values()), std::nullopt);
+    out_.value_in_a.assign(count(p_.y.values()), std::nullopt);
   }
 
   // Pairs the two lists where their kinds line up.
   void lists(const std::vector<int32_t>& xs, const std::vector<int32_t>& ys) {
-    std::vector<std::string> kx;
-    std::vector<std::string> ky;
-    for (int32_t v : xs) kx.push_back(value_kind(x_, v));
-    for (int32_t v : ys) ky.push_back(value_kind(y_, v));
-    for (const auto& step : align_sequences(kx, ky)) {
+    for (const auto& step : align_by_kind(p_, xs, ys)) {
       if (step.a && step.b) pair(xs[*step.a], ys[*step.b]);
     }
   }
@@ -90,10 +78,10 @@ class ValueMatcher {
   void rest() {
     std::multimap<std::string, uint32_t> by_digest;
     for (uint32_t v = 0; v < out_.value_in_a.size(); ++v) {
-      if (auto d = digest(b_, pb_, v); !out_.value_in_a[v] && d) by_digest.emplace(*d, v);
+      if (auto d = digest(p_.b, p_.pb, v); !out_.value_in_a[v] && d) by_digest.emplace(*d, v);
     }
     for (uint32_t v = 0; v < out_.value_in_b.size(); ++v) {
-      const auto d = digest(a_, pa_, v);
+      const auto d = digest(p_.a, p_.pa, v);
       if (out_.value_in_b[v] || !d) continue;
       for (auto [it, end] = by_digest.equal_range(*d); it != end; ++it) {
         if (!out_.value_in_a[it->second]) {
@@ -131,12 +119,12 @@ class ValueMatcher {
     const auto ua = static_cast<uint32_t>(va);
     const auto ub = static_cast<uint32_t>(vb);
     if (out_.value_in_b[ua] || out_.value_in_a[ub]) return;
-    if (value_kind(x_, va) != value_kind(y_, vb)) return;
+    if (value_kind(p_.x, va) != value_kind(p_.y, vb)) return;
     out_.value_in_b[ua] = ub;
     out_.value_in_a[ub] = ua;
     // The tensors a list names pair item by item.
-    const auto& x = *x_.values()->Get(ua);
-    const auto& y = *y_.values()->Get(ub);
+    const auto& x = *p_.x.values()->Get(ua);
+    const auto& y = *p_.y.values()->Get(ub);
     if (const auto* l = x.val_as_TensorList()) {
       lists(as_values(l->items()), as_values(y.val_as_TensorList()->items()));
     } else if (const auto* o = x.val_as_OptionalTensorList()) {
@@ -144,12 +132,7 @@ class ValueMatcher {
     }
   }
 
-  const ProgramView& a_;
-  const ProgramView& b_;
-  uint32_t pa_;
-  uint32_t pb_;
-  const et::ExecutionPlan& x_;
-  const et::ExecutionPlan& y_;
+  const PlanPair& p_;
   PlanAlignment& out_;
 };
 
@@ -210,11 +193,29 @@ std::vector<AlignStep> align_sequences(const std::vector<std::string>& a,
   return steps;
 }
 
-PlanAlignment align_plans(const ProgramView& a, uint32_t pa, const ProgramView& b, uint32_t pb) {
+PlanPair::PlanPair(const ProgramView& a_side, uint32_t pa_index, const ProgramView& b_side,
+                   uint32_t pb_index)
+    : a(a_side),
+      b(b_side),
+      pa(pa_index),
+      pb(pb_index),
+      x(*a_side.program->root()->execution_plan()->Get(pa_index)),
+      y(*b_side.program->root()->execution_plan()->Get(pb_index)) {}
+
+std::vector<AlignStep> align_by_kind(const PlanPair& p, const std::vector<int32_t>& xs,
+                                     const std::vector<int32_t>& ys) {
+  std::vector<std::string> kx;
+  std::vector<std::string> ky;
+  for (int32_t v : xs) kx.push_back(value_kind(p.x, v));
+  for (int32_t v : ys) ky.push_back(value_kind(p.y, v));
+  return align_sequences(kx, ky);
+}
+
+PlanAlignment align_plans(const PlanPair& p) {
   PlanAlignment out;
-  const auto& x = *a.program->root()->execution_plan()->Get(pa);
-  const auto& y = *b.program->root()->execution_plan()->Get(pb);
-  ValueMatcher values(a, pa, b, pb, out);
+  const auto& x = p.x;
+  const auto& y = p.y;
+  ValueMatcher values(p, out);
   values.lists(as_values(x.inputs()), as_values(y.inputs()));
   values.lists(as_values(x.outputs()), as_values(y.outputs()));
   const uint32_t chains = std::min(count(x.chains()), count(y.chains()));

@@ -30,6 +30,21 @@ struct AlignStep {
                                                      const std::vector<std::string>& b,
                                                      uint64_t max_cells = uint64_t{1} << 22);
 
+// One plan of each side: what diff lines up and compares.
+struct PlanPair {
+  PlanPair(const ProgramView& a, uint32_t pa, const ProgramView& b, uint32_t pb);
+  const ProgramView& a;
+  const ProgramView& b;
+  uint32_t pa;
+  uint32_t pb;
+  const executorch_flatbuffer::ExecutionPlan& x;  // plan pa of a
+  const executorch_flatbuffer::ExecutionPlan& y;  // plan pb of b
+};
+
+// Two lists of values lined up by their kinds (an inserted argument is one step).
+[[nodiscard]] std::vector<AlignStep> align_by_kind(const PlanPair& p, const std::vector<int32_t>& xs,
+                                                   const std::vector<int32_t>& ys);
+
 // How two plans correspond.
 struct PlanAlignment {
   std::vector<std::optional<uint32_t>> value_in_b;  // per value of A: its value in B
@@ -45,8 +60,7 @@ struct PlanAlignment {
 // kind; values through those arguments, the plans' and chains' inputs and
 // outputs and the items of lists they pair, then stored tensors by digest, then
 // what is left of each kind in order.
-[[nodiscard]] PlanAlignment align_plans(const ProgramView& a, uint32_t pa, const ProgramView& b,
-                                        uint32_t pb);
+[[nodiscard]] PlanAlignment align_plans(const PlanPair& p);
 
 // The values an instruction reads or writes, in order (a jump's condition, a
 // move's source and destination, a free's value, a call's arguments).

@@ -76,20 +76,12 @@ bool shared_arena_added(const fb::Vector<int64_t>* without, const fb::Vector<int
 
 class PlanComparer {
  public:
-  PlanComparer(const ProgramView& a, uint32_t pa, const ProgramView& b, uint32_t pb,
-               Reporter& report)
-      : a_(a),
-        b_(b),
-        pa_(pa),
-        pb_(pb),
-        x_(*a.program->root()->execution_plan()->Get(pa)),
-        y_(*b.program->root()->execution_plan()->Get(pb)),
-        report_(report) {}
+  PlanComparer(const PlanPair& p, Reporter& report) : p_(p), report_(report) {}
 
   void run() {
-    align_ = align_plans(a_, pa_, b_, pb_);
-    value_list("plan", "", "inputs", x_.inputs(), y_.inputs());
-    value_list("plan", "", "outputs", x_.outputs(), y_.outputs());
+    align_ = align_plans(p_);
+    value_list("plan", "", "inputs", p_.x.inputs(), p_.y.inputs());
+    value_list("plan", "", "outputs", p_.x.outputs(), p_.y.outputs());
     container_metadata();
     values();
     chains();
@@ -125,8 +117,8 @@ class PlanComparer {
   }
 
   void container_metadata() {
-    const auto* m = x_.container_meta_type();
-    const auto* n = y_.container_meta_type();
+    const auto* m = p_.x.container_meta_type();
+    const auto* n = p_.y.container_meta_type();
     if ((m == nullptr) != (n == nullptr)) {
       report_.add("plan", fmt::format("container_meta_type {} -> {}", m ? "present" : "absent",
                                       n ? "present" : "absent"));
@@ -148,7 +140,7 @@ class PlanComparer {
     for (uint32_t v = 0; v < in_b.size(); ++v) {
       if (!in_b[v]) {
         report_.add("value", fmt::format("value {} removed ({})", v,
-                                         value_summary(x_, static_cast<int32_t>(v))));
+                                         value_summary(p_.x, static_cast<int32_t>(v))));
         continue;
       }
       value(v, *in_b[v]);
@@ -161,7 +153,7 @@ class PlanComparer {
     for (uint32_t w = 0; w < in_a.size(); ++w) {
       if (!in_a[w]) {
         report_.add("value", fmt::format("value {} added ({})", w,
-                                         value_summary(y_, static_cast<int32_t>(w))));
+                                         value_summary(p_.y, static_cast<int32_t>(w))));
       }
     }
     if (crossed > 0) {
@@ -172,8 +164,8 @@ class PlanComparer {
   }
 
   void value(uint32_t va, uint32_t vb) {
-    const auto& x = *x_.values()->Get(va);
-    const auto& y = *y_.values()->Get(vb);
+    const auto& x = *p_.x.values()->Get(va);
+    const auto& y = *p_.y.values()->Get(vb);
     const std::string at = fmt::format("value {} {}", pair_label(va, vb), kind_name(x.val_type()));
     auto changed = [&](const std::string& from, const std::string& to) {
       report_.add("value", fmt::format("{}: {} -> {}", at, from, to));
@@ -232,10 +224,10 @@ class PlanComparer {
   }
 
   void tensor(uint32_t va, uint32_t vb) {
-    const size_t ia = a_.tensor_at.at({pa_, va});
-    const size_t ib = b_.tensor_at.at({pb_, vb});
-    const auto& ti = a_.program->tensors[ia];
-    const auto& ui = b_.program->tensors[ib];
+    const size_t ia = p_.a.tensor_at.at({p_.pa, va});
+    const size_t ib = p_.b.tensor_at.at({p_.pb, vb});
+    const auto& ti = p_.a.program->tensors[ia];
+    const auto& ui = p_.b.program->tensors[ib];
     const auto& t = *ti.table;
     const auto& u = *ui.table;
     std::vector<std::string> parts;
@@ -280,7 +272,7 @@ class PlanComparer {
     if (tc != uc) {
       parts.push_back(fmt::format("{} -> {}", bytes_class_name(tc), bytes_class_name(uc)));
     } else if (tc != Bytes::none) {
-      if (a_.tensor_digest[ia] != b_.tensor_digest[ib]) parts.emplace_back("bytes changed");
+      if (p_.a.tensor_digest[ia] != p_.b.tensor_digest[ib]) parts.emplace_back("bytes changed");
     }
     if (parts.empty()) return;
     report_.add("value", fmt::format("value {} {} [{}]: {}", pair_label(va, vb),
@@ -289,12 +281,12 @@ class PlanComparer {
   }
 
   void chains() {
-    const uint32_t nx = count(x_.chains());
-    const uint32_t ny = count(y_.chains());
+    const uint32_t nx = count(p_.x.chains());
+    const uint32_t ny = count(p_.y.chains());
     if (nx != ny) report_.add("chain", fmt::format("chains: {} -> {}", nx, ny));
     for (uint32_t c = 0; c < std::min(nx, ny); ++c) {
-      const auto& x = *x_.chains()->Get(c);
-      const auto& y = *y_.chains()->Get(c);
+      const auto& x = *p_.x.chains()->Get(c);
+      const auto& y = *p_.y.chains()->Get(c);
       const std::string at = ny > 1 ? fmt::format("chain {} ", c) : std::string();
       value_list("chain", at, "inputs", x.inputs(), y.inputs());
       value_list("chain", at, "outputs", x.outputs(), y.outputs());
@@ -303,12 +295,12 @@ class PlanComparer {
           instruction(c, *step.a, *step.b, at);
         } else if (step.a) {
           report_.add("instruction", fmt::format("{}instruction {} {} removed", at, *step.a,
-                                                 instruction_key(x_, c, *step.a)));
+                                                 instruction_key(p_.x, c, *step.a)));
         } else {
           report_.add("instruction",
                       fmt::format("{}instruction {} {} added ({})", at, *step.b,
-                                  instruction_key(y_, c, *step.b),
-                                  fmt::join(instruction_values(y_, c, *step.b), ", ")));
+                                  instruction_key(p_.y, c, *step.b),
+                                  fmt::join(instruction_values(p_.y, c, *step.b), ", ")));
         }
       }
     }
@@ -317,26 +309,22 @@ class PlanComparer {
   // Two instructions of one operator: arguments lined up by kind, each pair
   // compared in B's terms; a jump's destination through the instruction pairs.
   void instruction(uint32_t c, uint32_t i, uint32_t j, const std::string& at) {
-    const auto xs = instruction_values(x_, c, i);
-    const auto ys = instruction_values(y_, c, j);
-    std::vector<std::string> kx;
-    std::vector<std::string> ky;
-    for (int32_t v : xs) kx.push_back(value_kind(x_, v));
-    for (int32_t v : ys) ky.push_back(value_kind(y_, v));
+    const auto xs = instruction_values(p_.x, c, i);
+    const auto ys = instruction_values(p_.y, c, j);
     std::vector<std::string> parts;
-    for (const auto& s : align_sequences(kx, ky)) {
+    for (const auto& s : align_by_kind(p_, xs, ys)) {
       if (!s.b) {
         parts.push_back(
-            fmt::format("argument {} removed ({})", *s.a, value_summary(x_, xs[*s.a])));
+            fmt::format("argument {} removed ({})", *s.a, value_summary(p_.x, xs[*s.a])));
       } else if (!s.a) {
-        parts.push_back(fmt::format("argument {} added ({})", *s.b, value_summary(y_, ys[*s.b])));
+        parts.push_back(fmt::format("argument {} added ({})", *s.b, value_summary(p_.y, ys[*s.b])));
       } else if (!same_value(xs[*s.a], ys[*s.b])) {
         parts.push_back(fmt::format("argument {}: value {} -> {}", *s.b, in_b_terms(xs[*s.a]),
                                     ys[*s.b]));
       }
     }
-    const auto* jx = x_.chains()->Get(c)->instructions()->Get(i)->instr_args_as_JumpFalseCall();
-    const auto* jy = y_.chains()->Get(c)->instructions()->Get(j)->instr_args_as_JumpFalseCall();
+    const auto* jx = p_.x.chains()->Get(c)->instructions()->Get(i)->instr_args_as_JumpFalseCall();
+    const auto* jy = p_.y.chains()->Get(c)->instructions()->Get(j)->instr_args_as_JumpFalseCall();
     if (jx != nullptr && jy != nullptr) {
       const auto& in_b = align_.instruction_in_b[c];
       const auto to = static_cast<size_t>(jx->destination_instruction());
@@ -347,8 +335,8 @@ class PlanComparer {
                                     jy->destination_instruction()));
       }
     }
-    const auto key_x = instruction_key(x_, c, i);
-    const auto key_y = instruction_key(y_, c, j);
+    const auto key_x = instruction_key(p_.x, c, i);
+    const auto key_y = instruction_key(p_.y, c, j);
     if (key_x != key_y) {  // replaced: another operator in its place
       report_.add("instruction",
                   fmt::format("{}instruction {} {} -> {}{}", at, pair_label(i, j), key_x, key_y,
@@ -376,12 +364,12 @@ class PlanComparer {
   }
 
   void delegates() {
-    const uint32_t nx = count(x_.delegates());
-    const uint32_t ny = count(y_.delegates());
+    const uint32_t nx = count(p_.x.delegates());
+    const uint32_t ny = count(p_.y.delegates());
     if (nx != ny) report_.add("delegate", fmt::format("delegates: {} -> {}", nx, ny));
     for (uint32_t d = 0; d < std::min(nx, ny); ++d) {
-      const auto& x = *x_.delegates()->Get(d);
-      const auto& y = *y_.delegates()->Get(d);
+      const auto& x = *p_.x.delegates()->Get(d);
+      const auto& y = *p_.y.delegates()->Get(d);
       const std::string at = fmt::format("delegate {} {}", d, escaped(y.id()->string_view()));
       if (x.id()->string_view() != y.id()->string_view()) {
         report_.add("delegate",
@@ -404,8 +392,8 @@ class PlanComparer {
                                   grouped(count(cy.value()))));
         }
       }
-      const auto& bx = a_.delegate_blob.at({pa_, d});
-      const auto& by = b_.delegate_blob.at({pb_, d});
+      const auto& bx = p_.a.delegate_blob.at({p_.pa, d});
+      const auto& by = p_.b.delegate_blob.at({p_.pb, d});
       if (bx.first != by.first) {
         report_.add("delegate", bx.second == by.second
                                     ? fmt::format("{} blob changed, {} B", at, grouped(by.second))
@@ -416,16 +404,16 @@ class PlanComparer {
   }
 
   void buffers() {
-    const auto* sx = x_.non_const_buffer_sizes();
-    const auto* sy = y_.non_const_buffer_sizes();
+    const auto* sx = p_.x.non_const_buffer_sizes();
+    const auto* sy = p_.y.non_const_buffer_sizes();
     if (report_.shared_state_as_notes &&
         (shared_arena_added(sx, sy) || shared_arena_added(sy, sx))) {
       report_.note(fmt::format("non_const_buffer_sizes {} -> {}: the shared state arena "
                                "(memory id 2)", list_text(sx), list_text(sy)));
     } else if (!same_list(sx, sy)) {
       report_.add("plan", fmt::format("non_const_buffer_sizes {} -> {}",
-                                      list_text(x_.non_const_buffer_sizes()),
-                                      list_text(y_.non_const_buffer_sizes())));
+                                      list_text(p_.x.non_const_buffer_sizes()),
+                                      list_text(p_.y.non_const_buffer_sizes())));
     }
     auto devices = [](const et::ExecutionPlan& plan) {
       const auto* v = plan.non_const_buffer_device();
@@ -441,17 +429,12 @@ class PlanComparer {
       }
       return fmt::format("[{}]", fmt::join(items, ", "));
     };
-    const auto dx = devices(x_);
-    const auto dy = devices(y_);
+    const auto dx = devices(p_.x);
+    const auto dy = devices(p_.y);
     if (dx != dy) report_.add("plan", fmt::format("non_const_buffer_device {} -> {}", dx, dy));
   }
 
-  const ProgramView& a_;
-  const ProgramView& b_;
-  uint32_t pa_;
-  uint32_t pb_;
-  const et::ExecutionPlan& x_;
-  const et::ExecutionPlan& y_;
+  const PlanPair& p_;
   Reporter& report_;
   PlanAlignment align_;
 };
@@ -474,7 +457,7 @@ void Reporter::note(const std::string& text) {
 
 void compare_plans(const ProgramView& a, uint32_t pa, const ProgramView& b, uint32_t pb,
                    Reporter& report) {
-  PlanComparer(a, pa, b, pb, report).run();
+  PlanComparer(PlanPair(a, pa, b, pb), report).run();
 }
 
 std::string grouped(uint64_t value) {
