@@ -51,16 +51,21 @@ Action add_dump(CLI::App& app) {
   cmd->add_flag("--offsets", args->options.offsets, "Show each tensor's file and byte offset");
   cmd->add_flag("--no-hash", args->options.no_hash,
                 "Do not hash tensors that have no recorded digest (sha256 shown as -)");
-  cmd->add_option("--width", args->width,
+  auto* width = cmd->add_option("--width", args->width,
                   "Text columns to fit (default: the terminal's; whole lines when not a "
                   "terminal; 0: whole)")
+      ->type_name("N")
       ->default_str("");
   auto progress = add_progress_option(*cmd);
-  return [args, progress] {
+  return [args, progress, width] {
     auto& o = args->options;
     o.sort = args->sort == "size"      ? DumpSort::size
              : args->sort == "natural" ? DumpSort::natural
                                        : DumpSort::key;
+    if (width->count() > 0 && args->width < 0) {
+      fail(ErrorCode::usage, "dump: --width {}: give a number of columns (0: whole lines)",
+           args->width);
+    }
     o.width = args->width >= 0 ? static_cast<size_t>(args->width) : stdout_width();
     o.progress = progress_mode(*progress);
     o.graph = args->graph == "text";

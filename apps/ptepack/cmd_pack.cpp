@@ -78,7 +78,9 @@ void add_program_options(CLI::App& cmd, PackArgs& args) {
                  "NAME.pte: .pte inputs become one multi-method program, DIR/NAME.pte, beside "
                  "its shards (with -o NAME.pte they always do)");
   cmd.add_option("--method", args.options.methods,
-                 "M: keep only method M of .pte inputs (repeatable), with the data it uses");
+                 "M: keep only method M of .pte inputs (repeatable), with the data it uses")
+      ->type_name("M")
+      ->default_str("");
   cmd.add_flag("--share-state", args.options.share_state,
                "With a merge: mutable buffers of one name become one state every method sees "
                "(load all methods, then run; Module(..., share_memory_arenas=true))");

@@ -29,7 +29,9 @@ Action add_verify(CLI::App& app) {
   cmd->add_flag("--strict", args->options.strict,
                 "Count notes (what ptepack would write differently) as problems");
   cmd->add_option("--public-key", args->options.public_keys,
-                  "PUB.pem: check a packed directory's signature (repeatable: any of the keys)");
+                  "PUB.pem: check a packed directory's signature (repeatable: any of the keys)")
+      ->type_name("PUB.pem")
+      ->default_str("");
   cmd->add_option("--signature", args->signature,
                   "The signature bundle, when not DIR/model.sig (needs --public-key)");
   auto* newer = cmd->add_option("--newer-than", args->newer_than,

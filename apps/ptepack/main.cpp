@@ -139,6 +139,16 @@ std::string did_you_mean(const std::string& guess) {
   return guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess);
 }
 
+// The parser's messages that read as its own, said in ptepack's words.
+std::string in_our_words(const std::string& message) {
+  static const std::string twice = ": At Most 1 required but received ";
+  if (auto at = message.find(twice); at != std::string::npos) {
+    return fmt::format("{} given {} times: give it once", message.substr(0, at),
+                       message.substr(at + twice.size()));
+  }
+  return message;
+}
+
 std::string explain(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv) {
   const CLI::App* sub = nullptr;
   for (int i = 1; i < argc; ++i) {
@@ -170,7 +180,7 @@ std::string explain(const CLI::App& app, const CLI::ParseError& error, int argc,
   }
   if (sub != nullptr) {
     return fmt::format("{}: {}\nrun 'ptepack {} --help' for its options", sub->get_name(),
-                       error.what(), sub->get_name());
+                       in_our_words(error.what()), sub->get_name());
   }
   return fmt::format("{}\nrun 'ptepack --help' for usage", error.what());
 }
@@ -225,14 +235,16 @@ void tune_allocator() {
 
 // `ptepack help [COMMAND]`: the usage of ptepack or of one command.
 int run_help(const CLI::App& app, const CLI::App* help, const std::string& help_topic) {
-  if (help_topic.empty()) {
-    std::cout << app.help();
+  if (help_topic.empty()) {  // what --help prints (app.help() would show `help`'s own)
+    std::cout << app.get_formatter()->make_help(&app, app.get_name(), CLI::AppFormatMode::Normal);
     return 0;
   }
   const auto* topic = find_subcommand(app, help_topic);
   if (topic == nullptr || topic == help) {
     auto guess = nearest(help_topic, subcommand_names(app));
-    return report(fmt::format("help: unknown command '{}'{}", help_topic, did_you_mean(guess)),
+    return report(fmt::format("help: unknown command '{}'{}\nthe commands: pack, dump, verify, "
+                              "diff, sign",
+                              help_topic, did_you_mean(guess)),
                   static_cast<int>(ptepack::ErrorCode::usage));
   }
   std::cout << topic->help("ptepack");

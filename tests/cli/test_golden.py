@@ -186,6 +186,13 @@ def every_golden_folder_is_a_case(ctx):
 
 
 @suite.test
+def help_is_the_same_as_dash_dash_help(ctx):
+    work = work_dir(ctx, "help")
+    ctx.equal(ctx.run("help", cwd=work).out, ctx.run("--help", cwd=work).out,
+              "`ptepack help` prints what `ptepack --help` prints")
+
+
+@suite.test
 def outputs_are_stable_across_jobs(ctx):
     """The goldens assume dump output does not depend on -j; check that directly."""
     work = work_dir(ctx, "jobs")
