@@ -90,31 +90,29 @@ ReleaseStamp release_stamp(const PackOptions& options,
   // a number on a base without one records neither, so that packing a release's
   // content on it reproduces it byte for byte.
   stamp.release = options.release;
-  {
-    const auto manifest_path = directory_paths(*options.base).manifest;
-    auto file = InputFile::open(manifest_path);
-    if (file->size() > Limits::max_manifest_bytes) {
-      fail_input("{}: manifest too large", manifest_path.string());
-    }
-    auto bytes = file->read_range(0, file->size());
-    const std::string text(bytes.begin(), bytes.end());
-    const auto old = parse_manifest(text, manifest_path.string());
-    if (options.release && old.release && *options.release <= *old.release) {
-      fail(ErrorCode::usage, "--release {} must be greater than --base {}'s release {}",
-           *options.release, options.base->string(), *old.release);
-    }
-    if (!options.release && old.release) {
-      if (*old.release >= kMaxRelease) {
-        fail(ErrorCode::usage, "--base {}'s release {} is the last one: give no --base",
-             options.base->string(), *old.release);
-      }
-      stamp.release = *old.release + 1;
-      stamp.note = fmt::format("release {}: the next after --base {}'s release {} (--release N "
-                               "sets another)",
-                               *stamp.release, options.base->string(), *old.release);
-    }
-    if (stamp.release) stamp.base_manifest_sha256 = to_hex(sha256(std::string_view(text)));
+  const auto manifest_path = directory_paths(*options.base).manifest;
+  auto file = InputFile::open(manifest_path);
+  if (file->size() > Limits::max_manifest_bytes) {
+    fail_input("{}: manifest too large", manifest_path.string());
   }
+  auto bytes = file->read_range(0, file->size());
+  const std::string text(bytes.begin(), bytes.end());
+  const auto old = parse_manifest(text, manifest_path.string());
+  if (options.release && old.release && *options.release <= *old.release) {
+    fail(ErrorCode::usage, "--release {} must be greater than --base {}'s release {}",
+         *options.release, options.base->string(), *old.release);
+  }
+  if (!options.release && old.release) {
+    if (*old.release >= kMaxRelease) {
+      fail(ErrorCode::usage, "--base {}'s release {} is the last one: give no --base",
+           options.base->string(), *old.release);
+    }
+    stamp.release = *old.release + 1;
+    stamp.note = fmt::format("release {}: the next after --base {}'s release {} (--release N "
+                             "sets another)",
+                             *stamp.release, options.base->string(), *old.release);
+  }
+  if (stamp.release) stamp.base_manifest_sha256 = to_hex(sha256(std::string_view(text)));
   return stamp;
 }
 
