@@ -197,5 +197,27 @@ def a_renamed_method_is_removed_and_added_each_named_by_its_own_file(ctx):
     ctx.check("  ~ renamed.pte forward" not in lines, f"forward unchanged: {lines}")
 
 
+@suite.test
+def a_chain_of_tensor_lists_as_deep_as_the_values_is_no_crash(ctx):
+    """A hostile program: 100,000 tensor lists, each naming the next, the first an output.
+    Lining the values up follows the chain without recursion."""
+    d = ctx.mkdir()
+
+    def chain(program, segments, last=0):
+        plan = program["execution_plan"][0]
+        first = len(plan["values"])
+        count = 100000
+        for i in range(count):
+            items = [first + i + 1] if i < count - 1 else [last]
+            plan["values"].append({"val_type": "TensorList", "val": {"items": items}})
+        plan["outputs"] = [first]
+    deep = written(ctx, d, "deep", chain, stem="portable_add_no_header")
+    other = written(ctx, d, "other", lambda p, s: chain(p, s, last=1),
+                    stem="portable_add_no_header")
+    ctx.code(ctx.run("diff", deep, deep, timeout=600), 0, "the chain against itself")
+    lines = listing(ctx, deep, other, 1, "the chain's last item changed")
+    ctx.equal(len(lines), 1, f"one difference: {lines}")
+
+
 if __name__ == "__main__":
     suite.main()

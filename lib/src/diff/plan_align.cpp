@@ -67,10 +67,21 @@ class ValueMatcher {
     out_.value_in_a.assign(count(p_.y.values()), std::nullopt);
   }
 
-  // Pairs the two lists where their kinds line up.
+  // Pairs the two lists where their kinds line up, then the items of every
+  // pair of tensor lists that made, and of theirs, without recursion (a list
+  // may name a list, as deep as a hostile program has values).
   void lists(const std::vector<int32_t>& xs, const std::vector<int32_t>& ys) {
-    for (const auto& step : align_by_kind(p_, xs, ys)) {
-      if (step.a && step.b) pair(xs[*step.a], ys[*step.b]);
+    pair_aligned(xs, ys);
+    while (!lists_.empty()) {
+      const auto [ua, ub] = lists_.back();
+      lists_.pop_back();
+      const auto& x = *p_.x.values()->Get(ua);
+      const auto& y = *p_.y.values()->Get(ub);
+      if (const auto* l = x.val_as_TensorList()) {
+        pair_aligned(as_values(l->items()), as_values(y.val_as_TensorList()->items()));
+      } else if (const auto* o = x.val_as_OptionalTensorList()) {
+        pair_aligned(as_values(o->items()), as_values(y.val_as_OptionalTensorList()->items()));
+      }
     }
   }
 
@@ -102,6 +113,12 @@ class ValueMatcher {
   }
 
  private:
+  void pair_aligned(const std::vector<int32_t>& xs, const std::vector<int32_t>& ys) {
+    for (const auto& step : align_by_kind(p_, xs, ys)) {
+      if (step.a && step.b) pair(xs[*step.a], ys[*step.b]);
+    }
+  }
+
   // The digest of a value's stored bytes, when it has any.
   static std::optional<std::string> digest(const ProgramView& view, uint32_t plan, uint32_t v) {
     auto it = view.tensor_at.find({plan, v});
@@ -122,18 +139,12 @@ class ValueMatcher {
     if (value_kind(p_.x, va) != value_kind(p_.y, vb)) return;
     out_.value_in_b[ua] = ub;
     out_.value_in_a[ub] = ua;
-    // The tensors a list names pair item by item.
-    const auto& x = *p_.x.values()->Get(ua);
-    const auto& y = *p_.y.values()->Get(ub);
-    if (const auto* l = x.val_as_TensorList()) {
-      lists(as_values(l->items()), as_values(y.val_as_TensorList()->items()));
-    } else if (const auto* o = x.val_as_OptionalTensorList()) {
-      lists(as_values(o->items()), as_values(y.val_as_OptionalTensorList()->items()));
-    }
+    lists_.emplace_back(ua, ub);  // the tensors a list names pair item by item, in lists()
   }
 
   const PlanPair& p_;
   PlanAlignment& out_;
+  std::vector<std::pair<uint32_t, uint32_t>> lists_;  // paired values whose items are next
 };
 
 // Instructions of A only followed by instructions of B only in the same place
