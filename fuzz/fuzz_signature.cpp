@@ -1,5 +1,6 @@
-// libFuzzer target: the OMS bundle reader (verify_release_signature) on hostile bundles, with a
-// fixed P-256 key; accepted bundles must list safe, distinct file names.
+// libFuzzer target: the OMS bundle reader (verify_release_signature, and bundle_key_hint,
+// which never throws) on hostile bundles, with a fixed P-256 key; accepted bundles must list
+// safe, distinct file names and carry the hint bundle_key_hint reads.
 #include <cstddef>
 #include <cstdint>
 #include <set>
@@ -28,8 +29,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return k;
   }();
   const std::string_view bundle(reinterpret_cast<const char*>(data), size);
+  // The hint is read without verifying: it never throws, whatever the bytes.
+  const std::string hint = ptepack::bundle_key_hint(bundle);
   try {
     auto signed_release = ptepack::verify_release_signature(bundle, keys, "fuzz/model.sig");
+    if (signed_release.key_hint != hint) {
+      ptepack::fuzz::invariant_failed("an accepted signature's hint is not the bundle's");
+    }
     std::set<std::string> names;
     for (const auto& f : signed_release.files) {
       if (f.name.empty() || f.name.front() == '/' || !names.insert(f.name).second) {

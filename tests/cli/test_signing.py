@@ -225,6 +225,14 @@ def every_tampering_fails_both_verifiers(ctx):
     doc = ctx.run("verify", out, "--public-key", other_public, "--json").json()
     ctx.equal((doc["ok"], doc["signature"]["checked"], doc["signature"]["valid"]),
               (False, True, False), "another key: --json ok, checked, valid")
+    good = ctx.run("verify", out, "--public-key", public, "--json").json()
+    ctx.check(len(good["signature"]["key_hint"]) == 64, f"the bundle's hint: {good['signature']}")
+    ctx.equal(doc["signature"]["key_hint"], good["signature"]["key_hint"],
+              "another key: --json still names the bundle's key hint")
+    text = ctx.run("verify", out, "--public-key", public).out.splitlines()
+    ctx.equal(text[1:], [f"signature: valid, {os.path.join(out, 'model.sig')} by {public} "
+                         f"(key hint {good['signature']['key_hint'][:16]}), release (none)"],
+              "a verified signature is said in the text")
     ctx.check(oms_tool.verify(out, other_public, signature(out)), "independent: another key")
     # The payload changed (a file dropped from the list, subject fixed) with the old signature.
     bundle = json.loads(signature(out))

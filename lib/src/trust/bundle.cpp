@@ -246,6 +246,22 @@ std::string sign_release(const SigningKey& key, const std::string& model_name,
   return bundle.dump(2) + "\n";
 }
 
+std::string bundle_key_hint(std::string_view bundle) {
+  if (bundle.size() > kMaxBundleBytes) return {};
+  try {
+    const JsonDocument parsed(bundle, "bundle");
+    const JsonValue* material = parsed.root().is_object()
+                                    ? parsed.root().find("verificationMaterial")
+                                    : nullptr;
+    const JsonValue* key =
+        material != nullptr && material->is_object() ? material->find("publicKey") : nullptr;
+    const JsonValue* hint = key != nullptr && key->is_object() ? key->find("hint") : nullptr;
+    return hint != nullptr && hint->is_string() ? std::string(hint->text()) : std::string();
+  } catch (const Error&) {
+    return {};
+  }
+}
+
 SignedRelease verify_release_signature(std::string_view bundle,
                                        const std::vector<VerifyingKey>& keys,
                                        const std::string& context) {

@@ -398,6 +398,12 @@ std::string render_verify_text(const VerifyReport& r) {
   if (r.ok()) {
     out += fmt::format("ok: {} ({}): {} files, {} tensors, {} bytes hashed\n", r.artifact, r.kind,
                        r.files_checked, r.tensors_checked, r.bytes_hashed);
+    // What a signature proved: a line only when one was checked.
+    if (r.signature && r.signature->checked && r.signature->valid) {
+      out += fmt::format("signature: valid, {} by {} (key hint {}), release {}\n",
+                         r.signature->file, r.signature->key, r.signature->key_hint.substr(0, 16),
+                         r.release ? std::to_string(*r.release) : std::string("(none)"));
+    }
   }
   return out;
 }

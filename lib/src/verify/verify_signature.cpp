@@ -78,6 +78,7 @@ void check_release_signature(const fs::path& path, const Manifest& manifest,
         }
         auto bytes = file->read_range(0, file->size());
         bundle.assign(bytes.begin(), bytes.end());
+        sig.key_hint = bundle_key_hint(bundle);  // reported even when it fails to verify
         auto signed_release = verify_release_signature(bundle, keys, context);
         sig.key_hint = signed_release.key_hint;
         sig.key = keys[signed_release.key].name();

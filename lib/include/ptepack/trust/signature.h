@@ -93,6 +93,11 @@ struct SignedRelease {
 // checks that one of `keys` signed its payload and that the payload is a
 // consistent OMS v1.0 file manifest. Throws Error(verify_failed) "<context>: ..."
 // when it is not.
+// The key hint a bundle names (verificationMaterial.publicKey.hint), read
+// without verifying anything: "" when the bundle has none or cannot be read.
+// For reports of a signature that failed to verify.
+[[nodiscard]] std::string bundle_key_hint(std::string_view bundle);
+
 [[nodiscard]] SignedRelease verify_release_signature(std::string_view bundle,
                                                      const std::vector<VerifyingKey>& keys,
                                                      const std::string& context);
