@@ -91,6 +91,20 @@ def a_missing_shard_is_refused_by_name(ctx):
 
 
 @suite.test
+def a_manifest_that_cannot_be_read_is_refused(ctx):
+    """Damaging the manifest must not turn the device check off."""
+    out = release(ctx)
+    device, _ = device_copy(ctx, out, "xnnpack_conv.pte", "bad-manifest")
+    path = os.path.join(device, "manifest.json")
+    with open(path, "r+b") as handle:
+        text = handle.read()
+        handle.seek(0)
+        handle.write(text.replace(b'"shards"', b'"shardz"', 1))
+    refused(ctx, os.path.join(device, "xnnpack_conv.pte"), "manifest_inconsistent",
+            ["manifest.json"], "a manifest that cannot be read")
+
+
+@suite.test
 def a_program_that_is_not_the_recorded_one_is_refused(ctx):
     out = release(ctx)
     same_size = copy_of(ctx, out, "same-size")

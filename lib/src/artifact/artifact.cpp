@@ -238,6 +238,7 @@ DefaultProgramData default_program_data(const fs::path& pte_path, const pte::Pro
       m = read_manifest_file(*InputFile::open(manifest_path), manifest_path.string());
     } catch (const Error& e) {  // `verify DIR` says what is wrong with it; the program is read alone
       out.note = fmt::format("{} not used: {}", manifest_path.string(), e.what());
+      out.manifest_problem = e.what();
     }
     const auto name = real.filename().string();
     const auto size = fs::file_size(real, ec);

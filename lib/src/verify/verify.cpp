@@ -255,6 +255,11 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
     if (found.named_keys) named_keys = std::move(*found.named_keys);
     if (found.note) report.notes.push_back(fmt::format("{}: {}", file->name(), *found.note));
     if (found.record) missing = check_against_record(file, *found.record, options, report);
+    if (found.manifest_problem) {  // a device cannot check the program against it
+      problems.push_back({ProblemId::manifest_inconsistent,
+                          (file->path().parent_path() / "manifest.json").string(),
+                          *found.manifest_problem});
+    }
   }
   std::vector<TensorTable> tables(sources.size());
   std::vector<DataFile> files;

@@ -94,6 +94,9 @@ struct DefaultProgramData {
     std::vector<std::optional<ManifestShard>> shards;
   };
   std::optional<Record> record;
+  // The manifest beside the program is a directory of programs' but cannot be
+  // read: why (the program is then read alone; verify counts this a problem).
+  std::optional<std::string> manifest_problem;
 };
 [[nodiscard]] DefaultProgramData default_program_data(const std::filesystem::path& pte_path,
                                                       const pte::Program& program);
