@@ -98,18 +98,10 @@ void resolve_named(const Artifact& artifact, const ProgramData& data, const std:
 
 // Delegate blobs, inline in the flatbuffer or in a segment, numbered within their plan.
 void resolve_delegates(Resolved& r) {
-  const pte::Program& p = *r.program;
-  const auto* root = p.root();
   std::map<uint32_t, uint32_t> next_in_plan;
-  for (const auto& d : p.delegates) {
-    ByteRange range{p.file, 0, d.size};
-    if (d.inline_data) {
-      const auto* data = root->backend_delegate_data()->Get(d.index)->data();
-      if (data != nullptr) range.offset = static_cast<uint64_t>(data->Data() - p.flatbuffer.data());
-    } else {
-      range.offset = p.segments[d.index].offset;
-    }
-    r.delegates.emplace(std::make_pair(d.plan, next_in_plan[d.plan]++), Bytes{range, std::nullopt});
+  for (const auto& d : r.program->delegates) {
+    r.delegates.emplace(std::make_pair(d.plan, next_in_plan[d.plan]++),
+                        Bytes{d.bytes, std::nullopt});
   }
 }
 

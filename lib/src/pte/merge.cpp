@@ -25,14 +25,6 @@ using detail::Field;
 using detail::has_instructions;
 using detail::returned_values;
 
-// Where a delegate's inline blob (backend_delegate_data) lies in the file.
-ByteRange inline_blob(const Program& p, const Delegate& d) {
-  const auto* data = p.root()->backend_delegate_data()->Get(d.index)->data();
-  ByteRange range{p.file, 0, d.size};
-  if (data != nullptr) range.offset = static_cast<uint64_t>(data->Data() - p.flatbuffer.data());
-  return range;
-}
-
 }  // namespace
 
 void add_merge_ranges(const Program& p, const TensorTable& data, RangeDigests& digests) {
@@ -41,12 +33,7 @@ void add_merge_ranges(const Program& p, const TensorTable& data, RangeDigests& d
   }
   for (const auto& nd : p.named_data) digests.add(nd.bytes);
   for (const Delegate& d : p.delegates) {
-    if (d.inline_data) {
-      if (d.size > 0) digests.add(inline_blob(p, d));
-    } else {
-      const Segment& s = p.segments[d.index];
-      digests.add(ByteRange{p.file, s.offset, s.size});
-    }
+    if (d.size > 0 || !d.inline_data) digests.add(d.bytes);
   }
   for (const auto& [key, t] : data) digests.add(t.bytes);
 }
@@ -257,7 +244,7 @@ class Merger {
     for (const Delegate& d : p.delegates) {
       if (!chosen(i, d.plan)) continue;
       if (d.inline_data) {
-        const ByteRange range = inline_blob(p, d);
+        const ByteRange& range = d.bytes;
         auto key = std::make_pair(d.size == 0 ? Digest{} : digests_.of(range), d.size);
         auto [it, fresh] = inline_by_digest_.emplace(key, static_cast<uint32_t>(plan_.inline_data.size()));
         if (fresh) plan_.inline_data.push_back(range);

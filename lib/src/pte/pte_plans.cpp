@@ -106,14 +106,18 @@ struct PlanReader {
     if (d.id() == nullptr) fail_input("{}: {}.{} has no id", name, where, at);
     if (d.processed() == nullptr) fail_input("{}: {}.{} has no processed data", name, where, at);
     Delegate info{plan, d.id()->str(), d.processed()->location() == et::DataLocation::INLINE,
-                  d.processed()->index(), 0};
+                  d.processed()->index(), 0, {}};
     if (info.inline_data) {
       index(info.index, count(root.backend_delegate_data()), at + ".processed.index");
       const auto* data = root.backend_delegate_data()->Get(info.index)->data();
       info.size = count(data);
+      info.bytes = {out.file, 0, info.size};
+      if (data != nullptr)
+        info.bytes.offset = static_cast<uint64_t>(data->Data() - out.flatbuffer.data());
     } else {
       index(info.index, static_cast<uint32_t>(out.segments.size()), at + ".processed.index");
       info.size = out.segments[info.index].size;
+      info.bytes = {out.file, out.segments[info.index].offset, info.size};
     }
     out.delegates.push_back(std::move(info));
   }

@@ -77,6 +77,7 @@ struct Delegate {
   bool inline_data = false;  // backend_delegate_data (else a segment)
   uint32_t index = 0;
   uint64_t size = 0;
+  ByteRange bytes;  // the processed blob in the file, inline or in its segment
 };
 
 struct Program {
