@@ -10,6 +10,7 @@
 #include <optional>
 #include <map>
 #include <random>
+#include <stdexcept>
 #include <string>
 
 #include "ptepack/artifact/artifact.h"
@@ -25,6 +26,13 @@ inline std::string file_bytes(const std::filesystem::path& path) {
 }
 
 // Every entry of a directory by name: a file's bytes, or "(directory)".
+// Writes `bytes` to `path`, replacing it.
+inline void write_file(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out.good()) throw std::runtime_error("cannot write " + path.string());
+}
+
 inline std::map<std::string, std::string> directory_files(const std::filesystem::path& dir) {
   std::map<std::string, std::string> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {

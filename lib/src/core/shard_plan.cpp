@@ -227,7 +227,7 @@ struct ShardKeys {
   size_t merged_groups = 0;  // the shard's first groups, whose keys `sorted` holds
 };
 
-constexpr size_t npos = static_cast<size_t>(-1);
+constexpr size_t kNoGroup = static_cast<size_t>(-1);
 
 // First-fit over the groups in order, each shard's size tracked incrementally
 // (Fill) and made exact only when the bounds cannot decide.
@@ -304,12 +304,12 @@ void Planner::merge_into(std::vector<KeyShape>& into, std::vector<KeyShape>& key
   into.swap(merged_);
 }
 
-// Exact sizes of shard s, with group g added unless g is npos; `data` is the
+// Exact sizes of shard s, with group g added unless g is kNoGroup; `data` is the
 // data section's size (tracked exactly).
 ShardSizer::Sizes Planner::exact_sizes(size_t s, size_t g, uint64_t data) {
   if (options_.format != ShardFormat::ptd) {
     auto shard_groups = shards_[s].groups;
-    if (g != npos) shard_groups.push_back(g);
+    if (g != kNoGroup) shard_groups.push_back(g);
     return exact_layout(shard_groups);
   }
   if (shard_keys_.size() <= s) shard_keys_.resize(s + 1);
@@ -324,7 +324,7 @@ ShardSizer::Sizes Planner::exact_sizes(size_t s, size_t g, uint64_t data) {
   model_.reset();
   auto less = [this](const KeyShape& a, const KeyShape& b) { return by_key(a, b); };
   auto with = keys.sorted.begin();
-  if (g != npos) {  // the group's members are sorted by key
+  if (g != kNoGroup) {  // the group's members are sorted by key
     for (size_t index : groups_[g].members) {
       auto k = shape_of(index);
       auto at = std::upper_bound(with, keys.sorted.end(), k, less);
@@ -333,7 +333,7 @@ ShardSizer::Sizes Planner::exact_sizes(size_t s, size_t g, uint64_t data) {
     }
   }
   for (; with != keys.sorted.end(); ++with) model_.add(with->key_length, with->rank, with->opaque);
-  const uint64_t segments = placed.size() + (g != npos ? 1 : 0);
+  const uint64_t segments = placed.size() + (g != kNoGroup ? 1 : 0);
   const uint64_t header = ptd::extended_header_size + model_.flatbuffer_size(segments);
   return {header, geometry_.file_size(header, data)};
 }
@@ -359,7 +359,7 @@ bool Planner::fits(size_t s, size_t g, const GroupCost& cost, Fill& out) {
   if (verdict < 0 && !fill.exact()) {
     // Re-anchor the shard on its exact layout, then try again.
     auto rejected = std::move(fill.rejected);
-    fill = anchored(exact_sizes(s, npos, fill.data), geometry_, fill.last_owner, fill.max_key);
+    fill = anchored(exact_sizes(s, kNoGroup, fill.data), geometry_, fill.last_owner, fill.max_key);
     fill.rejected = std::move(rejected);
     out = grown(fill, tensors_, groups_[g], cost, geometry_);
     verdict = decide();

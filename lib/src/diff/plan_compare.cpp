@@ -17,28 +17,28 @@ namespace fb = flatbuffers;
 namespace et = executorch_flatbuffer;
 
 // How the runtime obtains a tensor's bytes, whatever the place they are stored.
-enum class Bytes : uint8_t { none, constant, initial_state };
+enum class ValueBytes : uint8_t { none, constant, initial_state };
 
-Bytes bytes_class(const pte::TensorInfo& t) {
+ValueBytes bytes_class(const pte::TensorInfo& t) {
   switch (t.storage) {
     case pte::Storage::none:
-      return Bytes::none;
+      return ValueBytes::none;
     case pte::Storage::mutable_state:
-      return Bytes::initial_state;
+      return ValueBytes::initial_state;
     case pte::Storage::external:
-      return t.planned ? Bytes::initial_state : Bytes::constant;
+      return t.planned ? ValueBytes::initial_state : ValueBytes::constant;
     default:
-      return Bytes::constant;
+      return ValueBytes::constant;
   }
 }
 
-std::string_view bytes_class_name(Bytes c) {
+std::string_view bytes_class_name(ValueBytes c) {
   switch (c) {
-    case Bytes::none:
+    case ValueBytes::none:
       return "no stored bytes";
-    case Bytes::constant:
+    case ValueBytes::constant:
       return "a constant";
-    case Bytes::initial_state:
+    case ValueBytes::initial_state:
       return "planned memory with an initial value";
   }
   return "";
@@ -267,11 +267,11 @@ class PlanComparer {
     const auto td = device_text(t.extra_tensor_info());
     const auto ud = device_text(u.extra_tensor_info());
     if (td != ud) parts.push_back(fmt::format("device {} -> {}", td, ud));
-    const Bytes tc = bytes_class(ti);
-    const Bytes uc = bytes_class(ui);
+    const ValueBytes tc = bytes_class(ti);
+    const ValueBytes uc = bytes_class(ui);
     if (tc != uc) {
       parts.push_back(fmt::format("{} -> {}", bytes_class_name(tc), bytes_class_name(uc)));
-    } else if (tc != Bytes::none) {
+    } else if (tc != ValueBytes::none) {
       if (p_.a.tensor_digest[ia] != p_.b.tensor_digest[ib]) parts.emplace_back("bytes changed");
     }
     if (parts.empty()) return;

@@ -14,20 +14,24 @@
 #include "ptepack/trust/signature.h"
 
 namespace ptepack {
+
+// The key's owner lives outside the anonymous namespace: SigningKey::Impl and
+// VerifyingKey::Impl, which hold it, have external linkage.
+struct KeyFree {
+  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
+};
+using KeyPtr = std::unique_ptr<EVP_PKEY, KeyFree>;
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct KeyFree {
-  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
-};
 struct BioFree {
   void operator()(BIO* bio) const { BIO_free(bio); }
 };
 struct MdFree {
   void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
 };
-using KeyPtr = std::unique_ptr<EVP_PKEY, KeyFree>;
 using BioPtr = std::unique_ptr<BIO, BioFree>;
 using MdPtr = std::unique_ptr<EVP_MD_CTX, MdFree>;
 

@@ -21,6 +21,7 @@
 #include "graph/program_checks.h"
 #include "pte/data_checks.h"
 #include "verify/verify_support.h"
+#include "test_support.h"
 
 namespace fs = std::filesystem;
 namespace fbs = flat_tensor_flatbuffer;
@@ -32,25 +33,8 @@ using ptepack::ptd::Layout;
 
 namespace {
 
-// A scratch directory removed at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("ptepack_ptd_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
+using ptepack::test::TempDir;
 
-void write_bytes(const fs::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
 
 // The whole file the writer would produce: head, segments at their offsets, zeros between.
 std::string file_bytes(const Layout& layout, const std::vector<std::string>& segments) {
@@ -71,8 +55,8 @@ std::vector<uint64_t> sizes_of(const std::vector<std::string>& segments) {
 
 ptepack::ptd::File read_bytes(const TempDir& dir, const std::string& bytes,
                               const std::string& name = "t.ptd") {
-  write_bytes(dir.path / name, bytes);
-  return ptepack::ptd::read_file(ptepack::InputFile::open(dir.path / name));
+  ptepack::test::write_file(dir.path() / name, bytes);
+  return ptepack::ptd::read_file(ptepack::InputFile::open(dir.path() / name));
 }
 
 std::string read_tensor(const ptepack::TensorData& t) {
@@ -304,8 +288,8 @@ TEST_CASE("ptd: an independent Python reader agrees with the C++ reader") {
   Sample s;
   TempDir dir;
   Layout layout = ptepack::ptd::plan_file(s.entries, sizes_of(s.segments), 128);
-  const fs::path path = dir.path / "sample.ptd";
-  write_bytes(path, file_bytes(layout, s.segments));
+  const fs::path path = dir.path() / "sample.ptd";
+  ptepack::test::write_file(path, file_bytes(layout, s.segments));
   const fs::path tool = fs::path(PTEPACK_TEST_DATA_DIR) / ".." / "tools" / "ptd_reader.py";
   const std::string command = "python3 '" + tool.string() + "' '" + path.string() + "'";
   std::string output;

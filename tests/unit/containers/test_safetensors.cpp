@@ -28,32 +28,9 @@ namespace {
 
 const std::string kData = PTEPACK_TEST_DATA_DIR;
 
-// A fresh directory under the system temp dir, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "ptepack-st-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  [[nodiscard]] const fs::path& path() const { return path_; }
-  [[nodiscard]] fs::path operator/(const std::string& name) const { return path_ / name; }
+using ptepack::test::TempDir;
 
- private:
-  fs::path path_;
-};
-
-void write_file(const fs::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
+using ptepack::test::write_file;
 
 // A safetensors file from a literal header (unpadded) and data bytes.
 std::string blob(const std::string& header, const std::string& data = "") {

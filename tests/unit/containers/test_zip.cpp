@@ -17,6 +17,7 @@
 #include "base/byte_reader.h"
 #include "ptepack/base/error.h"
 #include "containers/zip.h"
+#include "test_support.h"
 
 namespace fs = std::filesystem;
 using ptepack::Error;
@@ -28,26 +29,7 @@ namespace {
 
 constexpr uint64_t kGiB = 1ULL << 30;
 
-// A scratch directory removed when the test ends.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() /
-            ("ptepack-zip-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  [[nodiscard]] fs::path file(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
+using ptepack::test::TempDir;
 
 std::span<const uint8_t> as_bytes(std::string_view s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
@@ -55,11 +37,7 @@ std::span<const uint8_t> as_bytes(std::string_view s) {
 
 uint32_t crc_of(std::string_view s) { return zip::crc32_update(0, as_bytes(s)); }
 
-void write_file(const fs::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
+using ptepack::test::write_file;
 
 std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -68,16 +46,16 @@ std::string read_text(const fs::path& path) {
   return text.str();
 }
 
-struct Entry {
+struct ZipSample {
   std::string name;
   std::string bytes;
 };
 
 // Lays an archive out with the writer API and assembles it in memory.
-std::string build_archive(const std::vector<Entry>& entries, uint64_t alignment = 64) {
+std::string build_archive(const std::vector<ZipSample>& entries, uint64_t alignment = 64) {
   std::vector<std::pair<std::string, uint64_t>> sizes;
   std::vector<uint32_t> crcs;
-  for (const Entry& e : entries) {
+  for (const ZipSample& e : entries) {
     sizes.emplace_back(e.name, e.bytes.size());
     crcs.push_back(crc_of(e.bytes));
   }
@@ -96,7 +74,7 @@ std::string build_archive(const std::vector<Entry>& entries, uint64_t alignment 
   return out;
 }
 
-std::vector<Entry> sample_entries() {
+std::vector<ZipSample> sample_entries() {
   std::string program(300, '\0');
   for (size_t i = 0; i < program.size(); ++i) program[i] = static_cast<char>(i * 7 + 3);
   return {{"program.ptg", program},
@@ -108,8 +86,8 @@ std::vector<Entry> sample_entries() {
            "utf-8 name"}};
 }
 
-std::vector<zip::Member> read_bytes(const TempDir& dir, const std::string& bytes) {
-  fs::path path = dir.file("archive.zip");
+std::vector<zip::Member> read_members(const TempDir& dir, const std::string& bytes) {
+  fs::path path = (dir / "archive.zip");
   write_file(path, bytes);
   return zip::read_directory(*InputFile::open(path));
 }
@@ -117,7 +95,7 @@ std::vector<zip::Member> read_bytes(const TempDir& dir, const std::string& bytes
 // The message of the invalid_input error that reading `bytes` must raise.
 std::string read_error(const TempDir& dir, const std::string& bytes) {
   try {
-    read_bytes(dir, bytes);
+    read_members(dir, bytes);
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::invalid_input);
     return e.what();
@@ -154,8 +132,8 @@ int replace_u64(std::string& bytes, uint64_t from, uint64_t to) {
 // Runs a Python script on `args` through the shell and returns its output; the exit
 // status must be 0.
 std::string run_python(const TempDir& dir, const std::string& script, const std::string& args) {
-  fs::path script_path = dir.file("check.py");
-  fs::path output_path = dir.file("python.out");
+  fs::path script_path = (dir / "check.py");
+  fs::path output_path = (dir / "python.out");
   write_file(script_path, script);
   std::string command =
       "python3 '" + script_path.string() + "' " + args + " > '" + output_path.string() + "' 2>&1";
@@ -398,10 +376,10 @@ TEST_CASE("plan_archive rejects caller errors", "[zip]") {
 
 TEST_CASE("a written archive reads back with names, offsets, sizes and CRCs", "[zip]") {
   TempDir dir;
-  std::vector<Entry> entries = sample_entries();
+  std::vector<ZipSample> entries = sample_entries();
   std::string bytes = build_archive(entries);
-  std::vector<zip::Member> members = read_bytes(dir, bytes);
-  auto file = InputFile::open(dir.file("archive.zip"));
+  std::vector<zip::Member> members = read_members(dir, bytes);
+  auto file = InputFile::open((dir / "archive.zip"));
   REQUIRE(members.size() == entries.size());
   uint64_t header = 0;
   std::vector<uint8_t> buffer(7);  // tiny, so CRC checks stream in many chunks
@@ -418,10 +396,10 @@ TEST_CASE("a written archive reads back with names, offsets, sizes and CRCs", "[
   }
   // Corrupted data is not a directory problem, but the CRC check sees it.
   bytes[members[1].data_offset + 500] ^= 1;
-  members = read_bytes(dir, bytes);
+  members = read_members(dir, bytes);
   std::vector<uint8_t> empty_buffer;
   CHECK_FALSE(
-      zip::crc_matches(*InputFile::open(dir.file("archive.zip")), members[1], empty_buffer));
+      zip::crc_matches(*InputFile::open((dir / "archive.zip")), members[1], empty_buffer));
   CHECK(empty_buffer.size() == 1 << 20);
 }
 
@@ -451,12 +429,12 @@ TEST_CASE("headers carry the documented fixed values", "[zip]") {
 
 TEST_CASE("Python's zipfile reads the written archive", "[zip][python]") {
   TempDir dir;
-  std::vector<Entry> entries = sample_entries();
+  std::vector<ZipSample> entries = sample_entries();
   std::string bytes = build_archive(entries);
-  write_file(dir.file("archive.zip"), bytes);
-  std::vector<zip::Member> members = read_bytes(dir, bytes);
+  write_file((dir / "archive.zip"), bytes);
+  std::vector<zip::Member> members = read_members(dir, bytes);
   auto listed = nlohmann::json::parse(run_python(
-      dir, kZipfileLister, "'" + dir.file("archive.zip").string() + "' 1000000 testzip"));
+      dir, kZipfileLister, "'" + (dir / "archive.zip").string() + "' 1000000 testzip"));
   REQUIRE(listed.size() == entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& info = listed[i];
@@ -500,10 +478,10 @@ if mode == 'stream': open(path, 'wb').write(sink.buf)
   }
   for (std::string mode : {"file", "stream"}) {
     INFO(mode);
-    fs::path path = dir.file("py-" + mode + ".zip");
+    fs::path path = (dir / ("py-" + mode + ".zip"));
     run_python(dir, writer, "'" + path.string() + "' " + mode);
     std::string bytes = read_text(path);
-    std::vector<zip::Member> members = read_bytes(dir, bytes);
+    std::vector<zip::Member> members = read_members(dir, bytes);
     REQUIRE(members.size() == 2);
     CHECK(members[0].name == "a.txt");
     CHECK(bytes.substr(members[0].data_offset, members[0].size) == "hello");
@@ -530,7 +508,7 @@ TEST_CASE("the same entries give the same bytes", "[zip]") {
         zip::central_directory(zip::plan_archive({{"a", 3}, {"b", 5}}), {1, 2}));
   CHECK(zip::local_header(plan.entries[1], 9) == zip::local_header(plan.entries[1], 9));
   // Order is the caller's: swapping entries changes the archive.
-  std::vector<Entry> swapped = sample_entries();
+  std::vector<ZipSample> swapped = sample_entries();
   std::swap(swapped[0], swapped[1]);
   CHECK(build_archive(swapped) != first);
 }
@@ -563,14 +541,14 @@ TEST_CASE("a 5 GiB member in a sparse file uses ZIP64 and reads back", "[zip][py
   CHECK(directory.find(std::string("PK\x06\x06", 4)) != std::string::npos);
   CHECK(directory.find(std::string("PK\x06\x07", 4)) != std::string::npos);
   auto write = [&](const std::vector<std::string>& h, const std::string& d) {
-    write_sparse(dir.file("big.zip"), plan.end_offset,
+    write_sparse((dir / "big.zip"), plan.end_offset,
                  {{plan.entries[0].header_offset, h[0]},
                   {plan.entries[0].data_offset, program},
                   {plan.entries[1].header_offset, h[1]},
                   {plan.entries[2].header_offset, h[2]},
                   {plan.entries[2].data_offset, aliases},
                   {plan.directory_offset, d}});
-    return InputFile::open(dir.file("big.zip"));
+    return InputFile::open((dir / "big.zip"));
   };
 
   SECTION("read_directory and zipfile see the ZIP64 sizes and offsets") {
@@ -586,7 +564,7 @@ TEST_CASE("a 5 GiB member in a sparse file uses ZIP64 and reads back", "[zip][py
     std::vector<uint8_t> buffer;
     CHECK(zip::crc_matches(*file, members[2], buffer));
     auto listed = nlohmann::json::parse(
-        run_python(dir, kZipfileLister, "'" + dir.file("big.zip").string() + "' 1000 list"));
+        run_python(dir, kZipfileLister, "'" + (dir / "big.zip").string() + "' 1000 list"));
     REQUIRE(listed.size() == 3);
     CHECK(listed[1]["name"] == "big.bin");
     CHECK(listed[1]["size"] == big);
@@ -629,17 +607,17 @@ TEST_CASE("a 5 GiB member in a sparse file uses ZIP64 and reads back", "[zip][py
 TEST_CASE("65535 members use a ZIP64 end record; 65536 are rejected", "[zip][python]") {
   TempDir dir;
   for (size_t count : {size_t{65535}, size_t{65536}}) {
-    std::vector<Entry> entries;
+    std::vector<ZipSample> entries;
     for (size_t i = 0; i < count; ++i) entries.push_back({"m" + std::to_string(i), ""});
     std::string bytes = build_archive(entries, 4);
     CHECK(bytes.find(std::string("PK\x06\x06", 4)) != std::string::npos);
     if (count == 65535) {
-      std::vector<zip::Member> members = read_bytes(dir, bytes);
+      std::vector<zip::Member> members = read_members(dir, bytes);
       CHECK(members.size() == 65535);
       CHECK(members.back().name == "m65534");
       std::string out = run_python(
           dir, "import sys, zipfile\nprint(len(zipfile.ZipFile(sys.argv[1]).infolist()))\n",
-          "'" + dir.file("archive.zip").string() + "'");
+          "'" + (dir / "archive.zip").string() + "'");
       CHECK(out == "65535\n");
     } else {
       CHECK_THAT(read_error(dir, bytes),
@@ -689,11 +667,11 @@ TEST_CASE("flipping any byte never crashes the reader", "[zip][hostile]") {
 
 TEST_CASE("targeted corruptions are rejected with a precise message", "[zip][hostile]") {
   TempDir dir;
-  std::vector<Entry> entries = {{"a.bin", "first member"}, {"b.bin", "second"}, {"xx/evil", "x"}};
+  std::vector<ZipSample> entries = {{"a.bin", "first member"}, {"b.bin", "second"}, {"xx/evil", "x"}};
   const std::string good = build_archive(entries);
   zip::ArchivePlan plan = zip::plan_archive({{"a.bin", 12}, {"b.bin", 6}, {"xx/evil", 1}});
   REQUIRE(plan.end_offset == good.size());
-  REQUIRE(read_bytes(dir, good).size() == 3);
+  REQUIRE(read_members(dir, good).size() == 3);
   const uint64_t cd = plan.directory_offset;
   const uint64_t central[3] = {cd, cd + 46 + 5, cd + 46 + 5 + 46 + 5};
   const uint64_t end = good.size() - 22;
@@ -791,7 +769,7 @@ TEST_CASE("targeted corruptions are rejected with a precise message", "[zip][hos
     rename(2, evil_local, "C:/evil");
     CHECK_THAT(read_error(dir, bytes), Catch::Contains("unsafe name: drive-letter path"));
     rename(2, evil_local, "xx..vil");  // dots inside a component are fine
-    CHECK(read_bytes(dir, bytes)[2].name == "xx..vil");
+    CHECK(read_members(dir, bytes)[2].name == "xx..vil");
   }
   SECTION("trailing bytes in the central directory") {
     patch_u32(bytes, end + 8, 0x00020002);  // 2 entries instead of 3

@@ -25,7 +25,7 @@ std::vector<std::vector<std::string>> shard_keys(const Manifest& m) {
 }
 
 // OLD: one shard holding c(50), d(50) and e, an alias of d; its file is 400 bytes.
-Manifest old_release() {
+Manifest released_plan() {
   Manifest m;
   m.version = kManifestProgramsVersion;
   m.shards.push_back(
@@ -131,7 +131,7 @@ TEST_CASE("directory plan: programs load the shards of their sharing sets") {
 }
 
 TEST_CASE("directory plan: --base's kept shards come first and serve their keys") {
-  const auto old = old_release();
+  const auto old = released_plan();
   // NEW reads c, d, e as OLD stored them, and a new tensor f.
   std::vector<StoredTensor> tensors{
       test::stored_tensor("c", 50, 3), test::stored_tensor("d", 50, 4),

@@ -32,8 +32,8 @@ using ptepack::ErrorCode;
 namespace {
 
 // tmpfs when there is one: the sweeps below write thousands of files.
-struct ScratchDir : ptepack::test::ScratchDir {
-  ScratchDir() : ptepack::test::ScratchDir("pte") {}
+struct PteDir : ptepack::test::ScratchDir {
+  PteDir() : ptepack::test::ScratchDir("pte") {}
 };
 
 std::string fixture(const std::string& name) {
@@ -46,7 +46,7 @@ pte::Program read_fixture(const std::string& name) {
   return pte::read(ptepack::InputFile::open(ptepack::test::data_path("pte/" + name)));
 }
 
-pte::Program read_bytes(const ScratchDir& dir, const std::string& bytes,
+pte::Program read_bytes(const PteDir& dir, const std::string& bytes,
                         const std::string& name = "bad.pte") {
   {
     std::ofstream out(dir / name, std::ios::binary | std::ios::trunc);
@@ -57,7 +57,7 @@ pte::Program read_bytes(const ScratchDir& dir, const std::string& bytes,
 }
 
 // Reads must fail with invalid_input and a message containing `needle`.
-void expect_invalid(const ScratchDir& dir, const std::string& bytes, const std::string& needle) {
+void expect_invalid(const PteDir& dir, const std::string& bytes, const std::string& needle) {
   try {
     (void)read_bytes(dir, bytes);
     FAIL("read succeeded, expected: " << needle);
@@ -332,7 +332,7 @@ TEST_CASE("pte: external_pair has two EXTERNAL constants named a and b") {
 }
 
 TEST_CASE("pte: truncation at every byte offset is rejected") {
-  ScratchDir dir;
+  PteDir dir;
   for (const char* name : {"portable_multi_method.pte", "xnnpack_conv.pte"}) {
     const std::string good = fixture(name);
     // Both end where their eh00 header says: every shorter file contradicts it.
@@ -345,7 +345,7 @@ TEST_CASE("pte: truncation at every byte offset is rejected") {
 }
 
 TEST_CASE("pte: flipped bytes in the flatbuffer never crash and only give invalid_input") {
-  ScratchDir dir;
+  PteDir dir;
   std::mt19937 rng(20240611);
   for (const char* name : {"portable_multi_method.pte", "xnnpack_conv.pte"}) {
     const std::string good = fixture(name);
@@ -389,7 +389,7 @@ TEST_CASE("pte: flipped bytes in the flatbuffer never crash and only give invali
 }
 
 TEST_CASE("pte: header corruption is rejected naming the field") {
-  ScratchDir dir;
+  PteDir dir;
   const std::string good = fixture("xnnpack_conv.pte");
   const uint64_t size = good.size();
   std::string bad = good;
@@ -413,7 +413,7 @@ TEST_CASE("pte: header corruption is rejected naming the field") {
 }
 
 TEST_CASE("pte: segment, named data and delegate corruption is rejected") {
-  ScratchDir dir;
+  PteDir dir;
   const std::string good = fixture("xnnpack_conv.pte");
   const Fields f(good);
   const auto* segments = f.root().segments();
@@ -449,7 +449,7 @@ TEST_CASE("pte: segment, named data and delegate corruption is rejected") {
 }
 
 TEST_CASE("pte: constant and instruction corruption is rejected") {
-  ScratchDir dir;
+  PteDir dir;
   const std::string good = fixture("portable_multi_method.pte");
   const Fields f(good);
   const auto* constants = f.root().constant_segment();
@@ -509,7 +509,7 @@ TEST_CASE("pte: constant and instruction corruption is rejected") {
 }
 
 TEST_CASE("pte: union tags without their table and buffers without storage") {
-  ScratchDir dir;
+  PteDir dir;
   // The verifier accepts an Instruction whose tag names a member that is absent.
   for (int tag = 1; tag <= 5; ++tag) {
     INFO("tag " << tag);
@@ -569,7 +569,7 @@ TEST_CASE("pte: union tags without their table and buffers without storage") {
 }
 
 TEST_CASE("pte: rewrite refuses fields beyond the schema, keeps a longer all-zero vtable") {
-  ScratchDir dir;
+  PteDir dir;
   SECTION("in the Program table") {
     const pte::Program p = read_bytes(dir, program_with_extra_field(false, 8), "extra.pte");
     CHECK(p.plans == std::vector<std::string>{"forward"});
