@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.dont_write_bytecode = True  # nothing written into the source tree
 import ptepack  # noqa: E402
 
 ARGS = None
@@ -391,7 +392,7 @@ class ModuleTest(unittest.TestCase):
         self.assertIn("manifest.json", formats)
 
     def test_python_m_ptepack_is_the_cli(self):
-        env = dict(os.environ, PTEPACK=self.cli,
+        env = dict(os.environ, PTEPACK=self.cli, PYTHONDONTWRITEBYTECODE="1",
                    PYTHONPATH=os.path.dirname(HERE) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         for args in (["--version"], ["verify", self.out("missing.pte")]):
             direct = subprocess.run([self.cli, *args], capture_output=True, text=True)
