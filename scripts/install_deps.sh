@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev libfmt-dev catch2 libmimalloc-dev
   graphviz  # the tests render every `dump --graph=dot` with Graphviz's own dot
   python3-venv python3-setuptools python3-wheel  # the Python module's documented install
+  mypy  # python_mypy: mypy --strict on the Python module
   dpkg-dev file man-db  # the Debian packages: cpack's dpkg-shlibdeps, and their checks
   groff-base bsdextrautils  # ptepack(1)'s check: groff -ww, col -b (man-db pulls them in too)
 )

@@ -3,6 +3,9 @@
 #   ptepack_<version>-1_<arch>.deb       the CLI, ptepack(1), the schemas
 #   ptepack-dev_<version>-1_<arch>.deb   the library, headers and CMake package
 #   ptepack-<version>-x86_64-linux       one statically linked CLI for any x86-64 Linux
+#   ptepack-<version>-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
+#                                        the Python module with that static CLI inside
+#                                        (pip install; scripts/make_wheel.py)
 # The .deb files are checked from their unpacked files (tests/package/check_deb.py), the
 # static binary against the dynamic build (tests/package/check_static.py); with lintian
 # installed, it reports on both packages too.
@@ -29,6 +32,10 @@ cmake --build build-static -j "$jobs" --target ptepack_cli
 version="$(build-package/ptepack --version | head -n 1 | cut -d ' ' -f 2)"
 static="$dist/ptepack-$version-x86_64-linux"
 strip -o "$static" build-static/ptepack
+# The wheel: the stripped static binary, so a manylinux tag (make_wheel.py refuses one for a
+# binary with any dynamic dependency).
+/usr/bin/python3 scripts/make_wheel.py --binary "$static" --out "$dist" \
+  --plat-tag manylinux_2_17_x86_64.manylinux2014_x86_64
 
 python3 tests/package/check_deb.py --debs "$dist" --examples examples --data tests/data
 python3 tests/package/check_static.py --static "$static" --dynamic build-package/ptepack \
