@@ -348,6 +348,11 @@ PackSummary pack(const PackOptions& given_options) {
   auto start = std::chrono::steady_clock::now();
   PackOptions options = given_options;
   const auto recorded = apply_recorded_options(options);
+  // Where the output goes is checked first: its errors owe nothing to recorded options, so
+  // they carry no note about them.
+  if (recorded && !options.dry_run) {
+    detail::check_output_target(options, {options.inputs.front().path});
+  }
   PackSummary summary;
   try {
     summary = pack_once(options);
