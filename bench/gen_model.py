@@ -19,8 +19,11 @@ import struct
 import sys
 from dataclasses import dataclass
 
-SIZE_UNITS = {"": 1, "B": 1, "K": 10**3, "M": 10**6, "G": 10**9,
-              "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+# ptepack's SIZE spellings (lib/src/pack/parse_size.cpp), in any case: K, M, G, T and KB..TB
+# are powers of 1000; KiB..TiB powers of 1024.
+SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+              "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+              "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 # Program ScalarType name -> (safetensors dtype code, element size, struct format).
 DTYPES = {"FLOAT": ("F32", 4, "f"), "LONG": ("I64", 8, "q"), "INT": ("I32", 4, "i"),
           "HALF": ("F16", 2, "e"), "DOUBLE": ("F64", 8, "d"), "SHORT": ("I16", 2, "h"),
@@ -36,11 +39,16 @@ MAX_LIFTED = 15
 
 
 def parse_size(text):
-    """Bytes from `N`, `N<K|M|G>` (10^3..) or `N<KiB|MiB|GiB>` (2^10..); fractions allowed."""
-    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", text)
-    if not match or match.group(2) not in SIZE_UNITS:
-        raise argparse.ArgumentTypeError(f"invalid size {text!r} (e.g. 512MiB, 4GiB, 100M)")
-    return int(float(match.group(1)) * SIZE_UNITS[match.group(2)])
+    """Bytes from a SIZE as ptepack spells it: a number (decimals allowed) and an optional
+    unit in any case, `B`, `K`/`KB`.. `T`/`TB` (10^3..) or `KiB`.. `TiB` (2^10..)."""
+    match = re.fullmatch(r"\s*([0-9]+)(?:\.([0-9]+))?\s*([A-Za-z]*)\s*", text)
+    unit = match.group(3).lower() if match else None
+    if unit not in SIZE_UNITS:
+        raise argparse.ArgumentTypeError(
+            f"invalid size {text!r} (e.g. 512MiB, 4GiB, 280MB, 100M, 1.5GB)")
+    fraction = match.group(2) or ""
+    exact = (int(match.group(1)) * 10**len(fraction) + int(fraction or 0)) * SIZE_UNITS[unit]
+    return exact // 10**len(fraction)
 
 
 @dataclass(frozen=True)

@@ -285,6 +285,25 @@ def tensors_mode_writes_exactly_that_many_entries(ctx):
 
 
 @test
+def sizes_are_spelt_as_ptepack_spells_them(ctx):
+    # lib/src/pack/parse_size.cpp's forms: any case, KB..TB and K..T powers of 1000.
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import gen_model  # noqa: E402
+    expected = {"280MB": 280 * 10**6, "280M": 280 * 10**6, "280mb": 280 * 10**6,
+                "3 kb": 3000, "1.5GiB": 3 * 2**29, "64MiB": 2**26, "2TB": 2 * 10**12,
+                "1TiB": 2**40, "0.5K": 500, "12": 12, "12B": 12}
+    for text, value in expected.items():
+        assert gen_model.parse_size(text) == value, f"{text}: {gen_model.parse_size(text)}"
+    for text in ("12X", "MB", "-1M", "1..5G"):
+        try:
+            gen_model.parse_size(text)
+        except Exception:  # argparse.ArgumentTypeError, as --size reports it
+            continue
+        raise AssertionError(f"{text!r} was accepted")
+    generate(os.path.join(ctx["tmp"], "sized"), "--size", "280KB", "--methods", "1")
+
+
+@test
 def programs_parse_with_the_project_schema(ctx):
     assert shutil.which("flatc"), "flatc (a build dependency) is not on PATH"
     out = os.path.join(ctx["tmp"], "flatc")
