@@ -32,6 +32,11 @@ Action add_verify(CLI::App& app) {
                   "PUB.pem: check a packed directory's signature (repeatable: any of the keys)")
       ->type_name("PUB.pem")
       ->default_str("");
+  cmd->add_option("--program", args->options.programs,
+                  "NAME: check only this program of a directory of programs and the files it "
+                  "loads; files only other programs load may be missing (repeatable)")
+      ->type_name("NAME")
+      ->default_str("");
   cmd->add_option("--signature", args->signature,
                   "The signature bundle, when not DIR/model.sig (needs --public-key)");
   auto* newer = cmd->add_option("--newer-than", args->newer_than,

@@ -20,6 +20,7 @@ Action add_dump(CLI::App& app);
 Action add_verify(CLI::App& app);
 Action add_diff(CLI::App& app);
 Action add_sign(CLI::App& app);
+Action add_files(CLI::App& app);
 
 // --key-password-file and --key-password-env, filling `password` (pack --sign, sign).
 void add_key_password_options(CLI::App& cmd, KeyPassword& password);

@@ -269,9 +269,10 @@ int main(int argc, char** argv) {
   auto verify = ptepack::cli::add_verify(app);
   auto diff = ptepack::cli::add_diff(app);
   auto sign = ptepack::cli::add_sign(app);
+  auto files = ptepack::cli::add_files(app);
   std::string help_topic;
   auto* help = app.add_subcommand("help", "Show the usage of ptepack or of one command");
-  help->add_option("command", help_topic, "pack, dump, verify, diff or sign");
+  help->add_option("command", help_topic, "pack, dump, verify, diff, sign or files");
   if (argc <= 1) {
     std::cout << app.help();
     return static_cast<int>(ptepack::ErrorCode::usage);
@@ -298,8 +299,9 @@ int main(int argc, char** argv) {
     int code = app.got_subcommand("pack")   ? pack()
                : app.got_subcommand("dump") ? dump()
                : app.got_subcommand("diff") ? diff()
-               : app.got_subcommand("sign") ? sign()
-                                            : verify();
+               : app.got_subcommand("sign")  ? sign()
+               : app.got_subcommand("files") ? files()
+                                             : verify();
     ptepack::wait_if_interrupted();
     return code;
   } catch (const ptepack::Error& e) {

@@ -26,14 +26,16 @@ from ._cli import PathLike, find_cli, run as _run
 from .errors import (CliNotFound, ConflictError, InternalError, Interrupted,
                      InvalidInputError, PtepackError, PtepackFileNotFoundError,
                      PtepackIOError, UsageError, VerifyFailed, error_for)
-from .results import (BaseRelease, DiffResult, DumpResult, PackResult, Problem, Program, Shard,
-                      SignResult, Version, VerifyResult)
+from .results import (BaseRelease, DiffResult, DumpResult, FilesResult, PackResult, Problem,
+                      Program, ProgramCheck, ReleaseFile, Shard, SignResult, Version,
+                      VerifyResult)
 
 __version__ = "0.2.0"
 """The module's version (python/pyproject.toml's); the wheel's CLI has the same."""
 
 __all__ = [
-    "__version__", "pack", "dump", "verify", "diff", "sign", "version", "find_cli",
+    "__version__", "pack", "dump", "verify", "diff", "sign", "files", "version", "find_cli",
+    "FilesResult", "ReleaseFile", "ProgramCheck",
     "PackResult", "VerifyResult", "Problem", "SignResult", "DumpResult", "DiffResult", "Shard",
     "Program", "BaseRelease", "Version", "PtepackError", "VerifyFailed", "UsageError",
     "InvalidInputError", "ConflictError", "PtepackIOError", "PtepackFileNotFoundError",
@@ -49,6 +51,7 @@ _PASS_THROUGH = {
     "dump": ("graph", "top", "width", "progress"),
     "verify": ("signature", "min_release", "progress"),
     "diff": (),
+    "files": (),
 }
 
 # The type each keyword takes, checked before the CLI runs (Python's words: a wrong type is
@@ -61,7 +64,7 @@ _FLAGS = {"share_state", "dry_run", "force", "strict", "check", "summary", "tens
           "offsets", "hash_tensors", "quiet", "verbose"}
 _TEXTS = {"cap_mode", "shard_format", "oversize", "placement", "shard_prefix", "sort",
           "key_password_env", "progress", "shard"}
-_TEXT_LISTS = {"key"}
+_TEXT_LISTS = {"key", "program"}
 _PATH_LISTS = {"public_key"}
 
 
@@ -191,13 +194,17 @@ def pack(inputs: Union[PathLike, Sequence[PathLike]], output: PathLike, *,
 def verify(path: PathLike, *, ptepack: Optional[PathLike] = None, jobs: Optional[int] = None,
            strict: bool = False, check: bool = False,
            public_key: Union[PathLike, Sequence[PathLike], None] = None,
-           newer_than: Optional[int] = None, **options: Any) -> VerifyResult:
+           newer_than: Optional[int] = None, program: Union[str, Sequence[str], None] = None,
+           **options: Any) -> VerifyResult:
     """`ptepack verify PATH`. An artifact with problems gives ok=False (the CLI's exit 1),
     or raises VerifyFailed with its problem lines when check=True. `public_key` (one or
-    several) checks a signed release; `newer_than` refuses a rollback."""
+    several) checks a signed release; `newer_than` refuses a rollback; `program` (one or
+    several) checks only those programs of a directory of programs and the files they
+    load, as a device holding just those files does."""
     own = dict(jobs=jobs, strict=strict,
                public_key=[public_key] if _is_path(public_key) else public_key,
-               newer_than=newer_than)
+               newer_than=newer_than,
+               program=[program] if isinstance(program, str) else program)
     _check_options(verify, dict(own, path=path, check=check), options)
     args = [os.fspath(path)] + _options(dict(own, **options))
     code, doc = _run("verify", args, ptepack, ok_codes=(0, 1))
@@ -251,6 +258,17 @@ def sign(directory: PathLike, private_key: PathLike, *, ptepack: Optional[PathLi
     _check_options(sign, dict(own, directory=directory), {})
     args = [os.fspath(directory)] + _options(own)
     return SignResult.from_json(_run("sign", args, ptepack)[1])
+
+
+def files(directory: PathLike, *, program: Union[str, Sequence[str], None] = None,
+          ptepack: Optional[PathLike] = None) -> FilesResult:
+    """`ptepack files DIR --program NAME`: the files a device running those programs (every
+    program when none is named) downloads from a directory of programs, with their sizes and
+    SHA-256 digests."""
+    own = dict(program=[program] if isinstance(program, str) else program)
+    _check_options(files, dict(own, directory=directory), {})
+    args = [os.fspath(directory)] + _options(own)
+    return FilesResult.from_json(_run("files", args, ptepack)[1])
 
 
 def version(*, ptepack: Optional[PathLike] = None) -> Version:

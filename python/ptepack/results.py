@@ -204,6 +204,15 @@ class Signature:
 
 
 @dataclass(frozen=True)
+class ProgramCheck:
+    """A program `verify --program` checked: its file, and the files it loads with it (the
+    program and its shards) with their bytes."""
+    file: str
+    files: int
+    bytes: int
+
+
+@dataclass(frozen=True)
 class VerifyResult:
     """`ptepack verify --json` (schema/verify.schema.json)."""
     artifact: str
@@ -218,9 +227,38 @@ class VerifyResult:
     signature: Optional[Signature] = None
     release: Optional[int] = None
     problem_details: Tuple[Problem, ...] = ()  # `problems`, with ids
+    newer_than: Optional[int] = None  # the bounds the release number passed
+    min_release: Optional[int] = None
+    programs: Tuple[ProgramCheck, ...] = ()  # verify --program
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> "VerifyResult":
+        """The result from the parsed --json document."""
+        return _build(cls, doc)
+
+
+# -- files ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReleaseFile:
+    """One file of a packed directory: its name in the directory, size and SHA-256."""
+    file: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class FilesResult:
+    """`ptepack files --json` (schema/files.schema.json): what a device running `programs`
+    downloads, and the bytes of it."""
+    directory: str
+    programs: Tuple[str, ...]
+    files: Tuple[ReleaseFile, ...]
+    bytes: int
+    raw: Mapping[str, Any] = field(repr=False, default_factory=_empty)
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "FilesResult":
         """The result from the parsed --json document."""
         return _build(cls, doc)
 

@@ -86,6 +86,20 @@ class ModuleTest(unittest.TestCase):
         self.assertEqual(checked.release, 3)
         rolled = ptepack.verify(self.out("r"), ptepack=self.cli, public_key=pub, newer_than=3)
         self.assertFalse(rolled.ok)
+        # A device holding one program's files checks them against the signed release.
+        listed = ptepack.files(self.out("r"), program=os.path.basename(self.pte),
+                               ptepack=self.cli)
+        self.assertEqual([f.file for f in listed.files], sorted(os.listdir(self.out("r"))))
+        self.assertEqual(listed.bytes, sum(f.size for f in listed.files))
+        one = ptepack.verify(self.out("r"), ptepack=self.cli, public_key=pub, newer_than=2,
+                             program=os.path.basename(self.pte))
+        self.assertTrue(one.ok)
+        self.assertEqual((one.programs[0].file, one.newer_than),
+                         (os.path.basename(self.pte), 2))
+        with self.assertRaises(ptepack.UsageError):
+            ptepack.files(self.out("r"), program="nosuch", ptepack=self.cli)
+        with self.assertRaises(TypeError):
+            ptepack.files(self.out("r"), program=3, ptepack=self.cli)  # type: ignore[arg-type]
         with self.assertRaises(ptepack.UsageError):
             ptepack.sign(self.out("r"), pub, ptepack=self.cli)
 
@@ -196,7 +210,7 @@ class ModuleTest(unittest.TestCase):
         """Each long option of each command is a keyword of its function (own or passed
         through), so the lists cannot drift from the CLI."""
         import inspect
-        for name in ("pack", "dump", "verify", "diff"):
+        for name in ("pack", "dump", "verify", "diff", "files"):
             helped = subprocess.run([self.cli, name, "--help"], capture_output=True, text=True,
                                     check=True).stdout
             options = {o[2:].replace("-", "_") for o in re.findall(r"--[a-z][a-z-]*", helped)}

@@ -24,7 +24,7 @@ suite = Suite()
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMA_DIR = os.path.join(HERE, "..", "..", "schema")
 GOLDEN = os.path.join(HERE, "golden")
-SCHEMA_OF = {"pack": "pack", "dump": "dump", "verify": "verify", "diff": "diff"}
+SCHEMA_OF = {"pack": "pack", "dump": "dump", "verify": "verify", "diff": "diff", "files": "files"}
 
 
 def schemas():

@@ -126,12 +126,26 @@ def page_sections(source):
     return sections
 
 
+# Sections every manual page has: a command of the same name documents its options in
+# "NAME COMMAND" (the files command in FILES COMMAND, beside the page's FILES).
+STANDARD_SECTIONS = {"NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXIT STATUS", "ENVIRONMENT",
+                     "FILES", "EXAMPLES", "SEE ALSO"}
+
+
+def section_title(command):
+    """The section documenting `command`'s options ('' is ptepack's own: OPTIONS)."""
+    if not command:
+        return "OPTIONS"
+    title = command.upper()
+    return f"{title} COMMAND" if title in STANDARD_SECTIONS else title
+
+
 def check_options(source, rendered, options, fail):
     sections = dict(page_sections(source))
     known = set()
     for command, listed in options.items():
         known |= set(listed)
-        title = command.upper() if command else "OPTIONS"
+        title = section_title(command)
         helped = f"`ptepack {command} --help`" if command else "`ptepack --help`"
         if title not in sections:
             fail("options", f"no section {title} for {helped}")

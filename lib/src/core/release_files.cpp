@@ -1,10 +1,15 @@
 // A packed directory's files by name and digest, and the download between two releases.
 #include "ptepack/core/release_files.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "containers/safetensors.h"
+#include "ptepack/base/error.h"
 #include "ptepack/hash/sha256.h"
 
 namespace ptepack {
@@ -25,6 +30,45 @@ std::vector<ReleaseFile> release_files(const Manifest& manifest) {
   std::sort(files.begin(), files.end(),
             [](const ReleaseFile& x, const ReleaseFile& y) { return x.file < y.file; });
   return files;
+}
+
+std::optional<size_t> find_program(const Manifest& manifest, std::string_view name) {
+  for (size_t p = 0; p < manifest.programs.size(); ++p) {
+    std::string_view file = manifest.programs[p].file;
+    if (file == name || (file.ends_with(".pte") && file.substr(0, file.size() - 4) == name))
+      return p;
+  }
+  return std::nullopt;
+}
+
+std::vector<ReleaseFile> program_files(const Manifest& manifest,
+                                       const std::vector<std::string>& programs,
+                                       const std::string& manifest_name) {
+  if (manifest.version != kManifestProgramsVersion) {
+    fail(ErrorCode::usage, "{}: --program applies to a directory of .pte programs",
+         manifest_name);
+  }
+  std::map<std::string_view, const ManifestShard*> shards;
+  for (const auto& s : manifest.shards) shards.emplace(s.file, &s);
+  std::map<std::string, ReleaseFile> files;
+  for (const auto& name : programs) {
+    const auto p = find_program(manifest, name);
+    if (!p) {
+      std::vector<std::string_view> names;
+      for (const auto& entry : manifest.programs) names.push_back(entry.file);
+      fail(ErrorCode::usage, "{}: --program {}: no such program (its programs: {})",
+           manifest_name, quote(name), fmt::join(names, ", "));
+    }
+    const auto& entry = manifest.programs[*p];
+    files[entry.file] = {entry.file, entry.sha256, entry.size};
+    for (const auto& shard : entry.shards) {
+      if (auto it = shards.find(shard); it != shards.end())
+        files[shard] = {shard, it->second->sha256, it->second->size};
+    }
+  }
+  std::vector<ReleaseFile> out;
+  for (auto& [name, file] : files) out.push_back(std::move(file));
+  return out;
 }
 
 FileDelta file_delta(const std::vector<ReleaseFile>& old_files,

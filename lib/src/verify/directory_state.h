@@ -41,6 +41,11 @@ struct DirectoryCheck::State {
   bool manifest_read = false;
   bool ptd_format = true;
   bool programs = false;
+  // verify --program (program_subset.cpp): the programs asked for and the shards they load;
+  // everything when no subset was asked for.
+  bool subset = false;
+  std::vector<char> wanted_program;  // parallel to m.programs
+  std::vector<char> wanted_shard;    // parallel to m.shards
   ProgramBuffer program;                // a program-graph directory's program
   std::vector<ShardContents> contents;  // parallel to m.shards
   std::map<std::string, size_t> shard_index;
@@ -59,6 +64,10 @@ struct DirectoryCheck::State {
     if (program_checker.joinable()) program_checker.join();
   }
 
+  void select_programs();
+  // A file only programs not asked for need, and absent: nothing to check.
+  [[nodiscard]] bool skipped(const std::string& file, bool wanted) const;
+  void report_programs();
   void files_present();
   void read_program();
   void read_shards();

@@ -207,9 +207,12 @@ void DirectoryCheck::State::read_shards() {
   contents.resize(m.shards.size());
   std::vector<std::vector<Problem>> per_shard(m.shards.size());
   std::vector<std::vector<std::string>> notes(m.shards.size());
+  std::vector<char> read(m.shards.size(), 0);
   parallel_for(m.shards.size(), effective_jobs(options.jobs), [&](size_t i) {
     const auto& s = m.shards[i];
     auto& out = per_shard[i];
+    if (skipped(s.file, wanted_shard[i])) return;
+    read[i] = 1;
     attempt(out, ProblemId::file_unreadable, (paths.dir / s.file).string(), [&] {
       auto file = open_inside(paths.dir, s.file, mname);
       if (file->size() != s.size) {
@@ -243,7 +246,7 @@ void DirectoryCheck::State::read_shards() {
   });
   for (auto& found : per_shard) problems.insert(problems.end(), found.begin(), found.end());
   for (auto& found : notes) report.notes.insert(report.notes.end(), found.begin(), found.end());
-  report.files_checked += m.shards.size();
+  report.files_checked += static_cast<uint64_t>(std::count(read.begin(), read.end(), 1));
   for (size_t i = 0; i < m.shards.size(); ++i) shard_index[m.shards[i].file] = i;
 }
 
@@ -400,6 +403,8 @@ void DirectoryCheck::State::check_program_entries() {
   program_files.resize(m.programs.size());
   for (size_t p = 0; p < m.programs.size(); ++p) {
     const auto& entry = m.programs[p];
+    needed.insert(entry.named_data.begin(), entry.named_data.end());
+    if (skipped(entry.file, wanted_program[p])) continue;
     attempt(problems, ProblemId::file_unreadable, (paths.dir / entry.file).string(), [&] {
       auto file = open_inside(paths.dir, entry.file, mname);
       ++report.files_checked;
@@ -409,6 +414,7 @@ void DirectoryCheck::State::check_program_entries() {
                                         file->size(), entry.size)});
       }
       program_files[p] = file;
+      if (!wanted_program[p]) return;  // present, not asked for: its size and digest only
       auto pte_program = pte::read(file);
       record_lines(problems, ProblemId::program_rules, file->name(),
                    [&](auto& lines) { check_shared_state(pte_program, file->name(), lines); });
@@ -437,10 +443,11 @@ void DirectoryCheck::State::check_program_entries() {
       needed.insert(own.begin(), own.end());
       check_unused_data_files(entry, own, shard_index, contents, file->name(), problems);
     });
-    needed.insert(entry.named_data.begin(), entry.named_data.end());
   }
   check_shard_programs(m, shard_index, mname, problems);
+  // Which keys the programs not asked for need is theirs to say: a subset checks none.
   for (const auto& [key, t] : m.tensors) {
+    if (subset) break;
     if (!needed.count(key)) {
       problems.push_back(
           {ProblemId::manifest_inconsistent, mname,

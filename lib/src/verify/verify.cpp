@@ -374,8 +374,23 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
       verify_directory(path, options, report);
       return report;
     }
+    if (!options.programs.empty()) {
+      fail(ErrorCode::usage, "{}: --program applies to a directory of .pte programs",
+           path.string());
+    }
     if (!options.public_keys.empty()) {
-      fail(ErrorCode::usage, "{}: --public-key checks the signature of a packed directory",
+      // DIR/prog.pte with keys is `verify DIR --program prog.pte`: the signed release's check
+      // of the files that one program loads.
+      if (fs::is_regular_file(path.parent_path() / "manifest.json", ec)) {
+        VerifyOptions one = options;
+        one.programs = {filename};
+        report.kind = std::string(artifact_kind_name(ArtifactKind::pte_directory));
+        verify_directory(path.parent_path().empty() ? "." : path.parent_path(), one, report);
+        return report;
+      }
+      fail(ErrorCode::usage,
+           "{}: --public-key checks the signature of a packed directory (or of a program in "
+           "one)",
            path.string());
     }
     auto file = InputFile::open(path);
@@ -396,82 +411,6 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
     report.problems.push_back({problem_of(e, ProblemId::file_unreadable), path.string(), e.what()});
   }
   return report;
-}
-
-std::string render_verify_text(const VerifyReport& r) {
-  std::string out;
-  if (r.ok()) {
-    out += fmt::format("ok: {} ({}): {} files, {} tensors, {} bytes hashed\n", r.artifact, r.kind,
-                       r.files_checked, r.tensors_checked, r.bytes_hashed);
-    // What a signature proved: a line only when one was checked.
-    if (r.signature && r.signature->checked && r.signature->valid) {
-      out += fmt::format("signature: valid, {} by {} (key hint {}), release {}\n",
-                         r.signature->file, r.signature->key, r.signature->key_hint.substr(0, 16),
-                         r.release ? std::to_string(*r.release) : std::string("(none)"));
-    }
-  }
-  return out;
-}
-
-std::string_view problem_id_name(ProblemId id) {
-  switch (id) {
-    case ProblemId::file_unreadable:
-      return "file_unreadable";
-    case ProblemId::file_missing:
-      return "file_missing";
-    case ProblemId::file_stray:
-      return "file_stray";
-    case ProblemId::file_changed:
-      return "file_changed";
-    case ProblemId::shard_name:
-      return "shard_name";
-    case ProblemId::shard_contents:
-      return "shard_contents";
-    case ProblemId::tensor_bytes:
-      return "tensor_bytes";
-    case ProblemId::manifest_inconsistent:
-      return "manifest_inconsistent";
-    case ProblemId::package_layout:
-      return "package_layout";
-    case ProblemId::program_rules:
-      return "program_rules";
-    case ProblemId::signature_missing:
-      return "signature_missing";
-    case ProblemId::signature_invalid:
-      return "signature_invalid";
-    case ProblemId::release_rollback:
-      return "release_rollback";
-  }
-  return "unknown";
-}
-
-std::string render_verify_json(const VerifyReport& r) {
-  auto texts = nlohmann::json::array();
-  auto details = nlohmann::json::array();
-  for (const auto& p : r.problems) {
-    texts.push_back(p.text);
-    details.push_back({{"id", problem_id_name(p.id)}, {"file", p.file}, {"text", p.text}});
-  }
-  nlohmann::json j{{"format", "ptepack.verify"},
-                   {"version", 1},
-                   {"artifact", r.artifact},
-                   {"kind", r.kind},
-                   {"ok", r.ok()},
-                   {"problems", texts},
-                   {"problem_details", details},
-                   {"notes", r.notes},
-                   {"files_checked", r.files_checked},
-                   {"tensors_checked", r.tensors_checked},
-                   {"bytes_hashed", r.bytes_hashed}};
-  if (r.signature) {  // only for a signed directory, or when keys were given
-    j["signature"] = {{"file", r.signature->file},
-                      {"checked", r.signature->checked},
-                      {"valid", r.signature->valid},
-                      {"key_hint", r.signature->key_hint},
-                      {"key", r.signature->key}};
-  }
-  if (r.release) j["release"] = *r.release;
-  return json_text(j);
 }
 
 }  // namespace ptepack

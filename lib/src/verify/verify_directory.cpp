@@ -163,6 +163,7 @@ bool DirectoryCheck::structure() {
   s.ptd_format = s.m.shard_format == ShardFormat::ptd;
   s.programs = s.m.version == kManifestProgramsVersion;
   if (s.programs) s.report.kind = std::string(artifact_kind_name(ArtifactKind::pte_directory));
+  s.select_programs();
   s.files_present();
   if (!s.programs) s.read_program();
   s.read_shards();
@@ -170,6 +171,7 @@ bool DirectoryCheck::structure() {
   s.keys_in_two_shards();
   if (s.programs) s.check_program_entries();
   s.derived_fields();
+  s.report_programs();
   return true;
 }
 

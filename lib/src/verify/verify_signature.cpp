@@ -93,6 +93,8 @@ void check_release_signature(const fs::path& path, const Manifest& manifest,
   }
   sig.valid = report.problems.size() == before;
   const auto release = manifest.release;
+  report.newer_than = options.newer_than;
+  report.min_release = options.min_release;
   if (options.newer_than && (!release || *release <= *options.newer_than)) {
     report.problems.push_back(
         {ProblemId::release_rollback, paths.manifest.string(),

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ptepack/containers/manifest.h"
@@ -20,6 +22,19 @@ struct ReleaseFile {
 // manifest records them: programs, shards, and for safetensors shards the
 // model.safetensors.index.json the manifest determines (rebuilt, not read).
 [[nodiscard]] std::vector<ReleaseFile> release_files(const Manifest& manifest);
+
+// The index in manifest.programs of the program `name` names: its file name, or that name
+// without `.pte`. The one rule for --program NAME (verify, files).
+[[nodiscard]] std::optional<size_t> find_program(const Manifest& manifest, std::string_view name);
+
+// What a device that runs `programs` (names as find_program takes them) needs besides the
+// manifest and the signature: each program's file and every shard it loads, once each, in
+// name order, as the manifest records them. Throws Error(usage) naming the manifest
+// (`manifest_name`) and its programs when a name is not one of them, or when the manifest
+// is not a directory of programs.
+[[nodiscard]] std::vector<ReleaseFile> program_files(const Manifest& manifest,
+                                                     const std::vector<std::string>& programs,
+                                                     const std::string& manifest_name);
 
 // NEW's files against OLD's. A file is unchanged when OLD has one with the same
 // name and SHA-256; every other file of NEW is downloaded again.

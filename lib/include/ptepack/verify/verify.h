@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ptepack/core/release_files.h"
 #include "ptepack/hash/sha256.h"
 
 #include "ptepack/io/progress.h"
@@ -28,6 +29,9 @@ struct VerifyOptions {
   std::optional<std::filesystem::path> signature = {};
   std::optional<uint64_t> newer_than = {};
   std::optional<uint64_t> min_release = {};
+  // A directory of programs: only these programs (manifest file names) and the files they
+  // load must be present; every file present is still checked (verify --program).
+  std::vector<std::string> programs = {};
 };
 
 // What verify found of a release's signature.
@@ -65,6 +69,13 @@ struct Problem {
   std::string text;  // one line, naming the file (and the key)
 };
 
+// A program verify --program checked: its file and the shards it loads.
+struct ProgramCheck {
+  std::string file;
+  uint64_t files = 0;  // the program file and its shards
+  uint64_t bytes = 0;  // their sizes
+};
+
 struct VerifyReport {
   std::string artifact;
   std::string kind;
@@ -78,6 +89,10 @@ struct VerifyReport {
   uint64_t bytes_hashed = 0;
   std::optional<SignatureReport> signature;  // a directory with a signature, or keys given
   std::optional<uint64_t> release;           // the manifest's release number
+  // The bounds the release number was checked against (--newer-than, --min-release).
+  std::optional<uint64_t> newer_than;
+  std::optional<uint64_t> min_release;
+  std::vector<ProgramCheck> programs;  // verify --program: the programs checked
   [[nodiscard]] bool ok() const { return problems.empty() && (!strict || notes.empty()); }
 };
 
@@ -93,6 +108,21 @@ struct SignedFile;
 struct Manifest;
 [[nodiscard]] std::vector<SignedFile> release_signed_files(const Manifest& manifest,
                                                            const Digest& manifest_sha256);
+
+// `ptepack files DIR --program NAME...`: the files a device that runs those programs
+// (every program when none is named) downloads from a directory of programs, relative to
+// DIR: each program, the shards it loads, manifest.json and, when DIR has one, model.sig;
+// sizes and digests from the manifest, read from disk for manifest.json and model.sig.
+// Throws Error (usage: a name that is no program, not a directory of programs; io; input).
+struct DeviceFiles {
+  std::string directory;
+  std::vector<std::string> programs;  // the manifest's file names of the programs
+  std::vector<ReleaseFile> files;     // in name order
+};
+[[nodiscard]] DeviceFiles device_files(const std::filesystem::path& dir,
+                                       const std::vector<std::string>& programs);
+[[nodiscard]] std::string render_files_text(const DeviceFiles& files);
+[[nodiscard]] std::string render_files_json(const DeviceFiles& files);
 
 [[nodiscard]] std::string render_verify_text(const VerifyReport& report);
 [[nodiscard]] std::string render_verify_json(const VerifyReport& report);
