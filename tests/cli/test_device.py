@@ -238,6 +238,28 @@ def model_signing_signatures_verify_per_program(ctx):
 
 
 @suite.test
+def a_repack_carries_the_signature_only_when_it_is_the_signed_release(ctx):
+    r = release(ctx)
+    d = ctx.mkdir("repack")
+    same, other = os.path.join(d, "same"), os.path.join(d, "other")
+    notes = ctx.run_ok("pack", r["out"], "-o", same, "--json").json()["notes"]
+    ctx.check(any("carried over" in n for n in notes), f"a note says so: {notes}")
+    for name in os.listdir(r["out"]):
+        with open(os.path.join(r["out"], name), "rb") as a, \
+                open(os.path.join(same, name), "rb") as b:
+            ctx.equal(a.read(), b.read(), f"{name}: byte for byte")
+    ctx.equal(sorted(os.listdir(same)), sorted(os.listdir(r["out"])), "the same files")
+    ctx.code(ctx.run("verify", same, "--public-key", r["public"]), 0, "the carried signature")
+    with open(os.path.join(same, "model.sig"), encoding="utf-8") as handle:
+        ctx.equal(oms_tool.verify(same, r["public"], handle.read()), [], "independent verifier")
+    result = ctx.run_ok("pack", r["out"], "-o", other, "--max-shard-bytes", "1MB")
+    ctx.check("model.sig is not carried over" in result.out and "ptepack sign" in result.out,
+              f"the summary's note: {result.out}")
+    ctx.check(not os.path.exists(os.path.join(other, "model.sig")), "no stale signature")
+    ctx.code(ctx.run("verify", other), 0, "the unsigned output is whole")
+
+
+@suite.test
 def program_names_and_artifacts_are_usage_errors(ctx):
     r = release(ctx)
     result = ctx.run("verify", r["out"], "--program", "nosuch.pte")

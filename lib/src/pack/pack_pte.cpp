@@ -380,7 +380,7 @@ void write_programs_directory(const PackOptions& options, PteInputs& in,
   summarize_shards(planned.plan, &manifest, summary);
   summary.output_bytes +=
       write_manifest(options, dir, output->display_name("manifest.json"), manifest, in.stamp,
-                     planned.plan, planned.set.tensors);
+                     planned.plan, planned.set.tensors, summary.notes);
   if (in.base) in.base->summarize(planned.set.tensors, planned.plan, &manifest, summary);
   in.directories.finish_bytes();  // hashing may still show progress until here
   progress.stop();

@@ -116,9 +116,38 @@ ReleaseStamp release_stamp(const PackOptions& options,
   return stamp;
 }
 
+// A repack of one signed directory: its model.sig still signs the output when the manifest
+// written is the signed one byte for byte (it records every other file's digest, and the
+// output's files match it). Returns the bytes written.
+uint64_t carry_signature(const PackOptions& options, const fs::path& dir,
+                         const std::string& display, const Digest& written,
+                         std::vector<std::string>& notes) {
+  if (options.inputs.size() != 1 || options.base) return 0;
+  std::error_code ec;
+  const auto input = directory_paths(options.inputs.front().path);
+  const auto signature = input.dir / std::string(kSignatureFileName);
+  if (!fs::is_directory(input.dir, ec) || !fs::is_regular_file(signature, ec)) return 0;
+  auto manifest = InputFile::open(input.manifest);
+  if (manifest->size() > Limits::max_manifest_bytes ||
+      sha256(std::span<const uint8_t>(manifest->read_range(0, manifest->size()))) != written) {
+    notes.push_back(fmt::format("{} is not carried over: {} is not the signed release byte for "
+                                "byte (sign it with `ptepack sign`)",
+                                signature.string(), options.output.string()));
+    return 0;
+  }
+  auto bundle = InputFile::open(signature);
+  if (bundle->size() > kMaxBundleBytes) return 0;
+  auto bytes = bundle->read_range(0, bundle->size());
+  write_small_file(dir / std::string(kSignatureFileName), display,
+                   std::string(bytes.begin(), bytes.end()));
+  notes.push_back(fmt::format("{} carried over: the output is the signed release byte for byte",
+                              signature.string()));
+  return bytes.size();
+}
+
 uint64_t write_manifest(const PackOptions& options, const fs::path& dir, const std::string& display,
                         Manifest& manifest, const ReleaseStamp& stamp, const DirectoryPlan& plan,
-                        const std::vector<StoredTensor>& tensors) {
+                        const std::vector<StoredTensor>& tensors, std::vector<std::string>& notes) {
   manifest.release = stamp.release;
   manifest.base_manifest_sha256 = stamp.base_manifest_sha256;
   // Streamed: written and hashed piece by piece, never one string.
@@ -138,7 +167,7 @@ uint64_t write_manifest(const PackOptions& options, const fs::path& dir, const s
   write_manifest_json(manifest, sink, &entries);
   check_readable_size(display, size, Limits::max_manifest_bytes);
   file.finish(size, OutputFile::Durability::at_commit);  // a directory output's file
-  if (!options.sign_key) return size;
+  if (!options.sign_key) return size + carry_signature(options, dir, display, hash.finish(), notes);
   const auto key = SigningKey::load(*options.sign_key, options.sign_password);
   const auto bundle =
       sign_manifest(key, options.output.filename().string(), manifest, hash.finish());
@@ -264,7 +293,8 @@ void finish_directory(const PreparedPack& prepared, const DirectoryPlan& plan,
     summary.output_bytes += index.size();
   }
   summary.output_bytes +=
-      write_manifest(options, dir, display("manifest.json"), manifest, prepared.stamp, plan, tensors);
+      write_manifest(options, dir, display("manifest.json"), manifest, prepared.stamp, plan, tensors,
+                     summary.notes);
   if (base != nullptr) base->summarize(tensors, plan, &manifest, summary);
 }
 
