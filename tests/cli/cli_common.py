@@ -321,6 +321,16 @@ def read_file(path):
         return handle.read()
 
 
+# docs/problems.md's one outcome of a problem for dump, diff and pack (verify exits 1 for
+# any): a missing file is I/O, the signature's problems 1, any other damage invalid input.
+def damage_exit_code(problem_id):
+    if problem_id == "file_missing":
+        return 5
+    if problem_id in ("signature_missing", "signature_invalid", "release_rollback"):
+        return 1
+    return 3
+
+
 def flip(path, offset, mask=0x01):
     """XORs the byte at `offset` of the file with `mask`, in place."""
     with open(path, "r+b") as handle:

@@ -447,17 +447,17 @@ def a_base_that_lies_is_refused(ctx):
     def payload(m):
         m["shards"][0]["payload_bytes"] += 10
     # OLD is checked whole by verify's directory check before anything is read: a lie
-    # about any shard refuses the pack with verify's lines (exit 1), reused or not.
-    attempt("payload_bytes that the file does not hold", payload, 1,
+    # about any shard refuses the pack with verify's lines (exit 3), reused or not.
+    attempt("payload_bytes that the file does not hold", payload, 3,
             ["payload", "differs from the manifest", "--base", "damaged"])
 
     def huge(m):
         m["shards"][0]["payload_bytes"] = 2 ** 64 - 1
-    attempt("payload_bytes near 2^64", huge, 1, ["payload", "damaged"])
+    attempt("payload_bytes near 2^64", huge, 3, ["payload", "damaged"])
 
     def stray_key(m):
         m["shards"][0]["keys"] = m["shards"][0]["keys"][1:]
-    attempt("a key dropped from a shard's list", stray_key, 1, ["weight_map", "damaged"])
+    attempt("a key dropped from a shard's list", stray_key, 3, ["weight_map", "damaged"])
 
     def renamed(m):
         m["shards"][0]["sha256"] = "0" * 64

@@ -191,7 +191,7 @@ def verify_checks_each_shards_programs(ctx):
     ctx.code(result, 1, "a shard naming the wrong programs")
     ctx.check("differ from the programs that list it" in result.err, result.err)
     result = ctx.run("pack", out, "-o", os.path.join(d, "again"))
-    ctx.code(result, 1, "pack refuses it with verify's lines")
+    ctx.code(result, 3, "pack refuses it with verify's lines")
     # A directory written before shards named their programs (no such field) still verifies.
     older = os.path.join(d, "older")
     ctx.run_ok("pack", base, v1, "-o", older, "--max-shard-bytes", "600KB", "-q")

@@ -3,15 +3,17 @@
 # `verify` checks it. Each kind of tampering (manifest lists edited, entries removed with their
 # bytes changed, shards swapped, keys moved, digests, sizes, dtypes and shapes edited, a
 # program's shard list emptied or pointed at unknown files) on capped directories of .pte
-# programs and of program graphs: `verify` exits 1, and `pack DIR -o X.pte` / `-o DIR2` exit 1
-# with verify's very lines on stderr and nothing written.
+# programs and of program graphs: `verify` exits 1, and `pack DIR -o X.pte` / `-o DIR2` exit
+# with the code of the first problem (3; 5 for a missing file: docs/problems.md) and verify's
+# very lines on stderr, and write nothing.
 import json
 import os
 import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_common import Suite, edit_manifest, load_json, temp_leftovers  # noqa: E402
+from cli_common import (Suite, damage_exit_code, edit_manifest, load_json,  # noqa: E402
+                        temp_leftovers)
 import ptd_reader  # noqa: E402  (tests/tools is on sys.path through cli_common)
 
 suite = Suite()
@@ -139,10 +141,11 @@ GRAPH_DAMAGE = [tensor_entry_removed_and_bytes_changed, shards_swapped, key_move
 def refused_like_verify(ctx, source, outputs, what):
     verified = ctx.run("verify", source)
     ctx.code(verified, 1, f"{what}: verify")
+    first = ctx.run("verify", source, "--json").json()["problem_details"][0]["id"]
     for out in outputs:
         before = sorted(os.listdir(os.path.dirname(out)))
         result = ctx.run("pack", source, "-o", out)
-        ctx.code(result, 1, f"{what}: pack -o {os.path.basename(out)}")
+        ctx.code(result, damage_exit_code(first), f"{what}: pack -o {os.path.basename(out)}")
         ctx.equal(result.err, verified.err, f"{what}: pack -o {os.path.basename(out)} gives "
                   "verify's lines")
         ctx.equal(result.out, "", f"{what}: nothing on stdout")

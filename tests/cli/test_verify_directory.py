@@ -148,8 +148,8 @@ def a_weight_map_that_disagrees_is_refused_by_the_reader(ctx):
                       f"{command}: {needle!r} not in {r.err!r}")
         again = os.path.join(ctx.mkdir(), "again")
         r = ctx.run("pack", out, "-o", again)
-        # A packed input that verify rejects is exit 1 with verify's lines (README, exit codes).
-        ctx.code(r, 1, f"pack of a directory with {needle}")
+        # A packed input that verify rejects: verify's lines, its problem's code (3).
+        ctx.code(r, 3, f"pack of a directory with {needle}")
         ctx.check(needle in r.err, f"pack: {needle!r} not in {r.err!r}")
         ctx.check(not os.path.exists(again), "pack wrote an output from a corrupt manifest")
 

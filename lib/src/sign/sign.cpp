@@ -43,7 +43,7 @@ SignReport sign_directory(const SignOptions& options) {
   VerifyOptions check;
   check.jobs = options.jobs;
   auto report = verify_artifact(options.directory, check);
-  detail::raise_problems(report);  // a damaged release is never signed (exit 1)
+  detail::raise_problems(report, ErrorCode::verify_failed);  // never signed (exit 1)
   auto manifest_file = InputFile::open(paths.manifest);
   auto bytes = manifest_file->read_range(0, manifest_file->size());
   const std::string text(bytes.begin(), bytes.end());

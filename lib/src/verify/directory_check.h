@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "ptepack/base/error.h"
 #include "ptepack/containers/manifest.h"
@@ -15,9 +16,10 @@
 
 namespace ptepack::detail {
 
-// Throws Error(code) whose message is the report's problems, one line each
-// (pack refuses a damaged directory input with verify's words and exit code).
-void raise_problems(const VerifyReport& report, ErrorCode code = ErrorCode::verify_failed);
+// Throws Error whose message is the report's problems, one line each (pack and diff
+// refuse a damaged directory with verify's words), its code `code` or else the first
+// problem's problem_exit_code.
+void raise_problems(const VerifyReport& report, std::optional<ErrorCode> code = std::nullopt);
 
 // True when `path` is a directory (or a manifest.json) whose manifest is a regular file:
 // what pack and diff check before reading. A manifest that is missing or not a regular
@@ -26,8 +28,8 @@ void raise_problems(const VerifyReport& report, ErrorCode code = ErrorCode::veri
 bool has_checkable_manifest(const std::filesystem::path& path);
 
 // When has_checkable_manifest(path): both steps of the check, then
-// raise_problems(report, code). Nothing for any other path.
-void check_packed_directory(const std::filesystem::path& path, unsigned jobs, ErrorCode code);
+// raise_problems(report). Nothing for any other path.
+void check_packed_directory(const std::filesystem::path& path, unsigned jobs);
 
 // Signed releases (verify_signature.cpp): options that need --public-key refused
 // without it (usage), and a checked directory's signature and release number.

@@ -190,11 +190,11 @@ void DirectoryCheck::bytes(Progress* progress) {
   s.problems.insert(s.problems.end(), s.program_checks.begin(), s.program_checks.end());
 }
 
-void raise_problems(const VerifyReport& report, ErrorCode code) {
+void raise_problems(const VerifyReport& report, std::optional<ErrorCode> code) {
   if (report.problems.empty()) return;
   std::string lines;
   for (const auto& p : report.problems) lines += (lines.empty() ? "" : "\n") + p.text;
-  throw Error(code, lines);
+  throw Error(code.value_or(problem_exit_code(report.problems.front().id)), lines);
 }
 
 bool has_checkable_manifest(const fs::path& path) {
@@ -203,14 +203,14 @@ bool has_checkable_manifest(const fs::path& path) {
   return fs::is_regular_file(directory_paths(path).manifest, ec);
 }
 
-void check_packed_directory(const fs::path& path, unsigned jobs, ErrorCode code) {
+void check_packed_directory(const fs::path& path, unsigned jobs) {
   if (!has_checkable_manifest(path)) return;
   VerifyOptions options;
   options.jobs = jobs;
   VerifyReport report;
   DirectoryCheck check(path, options, report);
   if (check.structure()) check.bytes(nullptr);
-  raise_problems(report, code);
+  raise_problems(report);
 }
 
 }  // namespace ptepack::detail

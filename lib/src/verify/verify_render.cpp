@@ -22,6 +22,28 @@ std::string release_bounds(const VerifyReport& r) {
 
 }  // namespace
 
+ErrorCode problem_exit_code(ProblemId id) {
+  switch (id) {
+    case ProblemId::file_missing:
+      return ErrorCode::io;
+    case ProblemId::signature_missing:
+    case ProblemId::signature_invalid:
+    case ProblemId::release_rollback:
+      return ErrorCode::verify_failed;
+    case ProblemId::file_unreadable:
+    case ProblemId::file_stray:
+    case ProblemId::file_changed:
+    case ProblemId::shard_name:
+    case ProblemId::shard_contents:
+    case ProblemId::tensor_bytes:
+    case ProblemId::manifest_inconsistent:
+    case ProblemId::package_layout:
+    case ProblemId::program_rules:
+      break;
+  }
+  return ErrorCode::invalid_input;
+}
+
 std::string render_verify_text(const VerifyReport& r) {
   std::string out;
   if (r.ok()) {

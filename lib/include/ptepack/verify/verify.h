@@ -62,6 +62,11 @@ enum class ProblemId {
   release_rollback,       // the release number is not newer than required
 };
 [[nodiscard]] std::string_view problem_id_name(ProblemId id);
+// The one outcome of a problem for the commands that read an artifact to use it
+// (dump, diff, pack, as input and as --base; docs/problems.md): a file that is not
+// there is I/O (exit 5), any other damage invalid input (exit 3); the signature's
+// problems, which only verify finds, exit 1. verify itself exits 1 for any problem.
+[[nodiscard]] ErrorCode problem_exit_code(ProblemId id);
 
 struct Problem {
   ProblemId id;
