@@ -71,12 +71,17 @@ class ModuleTest(unittest.TestCase):
             ptepack.pack([self.pte, self.pte], self.out("twice.pte"), ptepack=self.cli)
         self.assertIn("'forward'", str(caught.exception))
 
-    def test_sign_and_verify_a_release(self):
+    def keys(self):
+        """A new EC P-256 key pair: (private PEM, public PEM) paths."""
         key, pub = self.out("k.pem"), self.out("k.pub")
         subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out",
                         key], check=True, capture_output=True)
         subprocess.run(["openssl", "ec", "-in", key, "-pubout", "-out", pub], check=True,
                        capture_output=True)
+        return key, pub
+
+    def test_sign_and_verify_a_release(self):
+        key, pub = self.keys()
         ptepack.pack(self.pte, self.out("r"), ptepack=self.cli, release=3)
         signed = ptepack.sign(self.out("r"), key, ptepack=self.cli)
         self.assertEqual((signed.files, signed.release), (3, 3))
@@ -348,11 +353,7 @@ class ModuleTest(unittest.TestCase):
         new = ptepack.pack([self.pte, f"conv={conv}"], self.out("new"), ptepack=self.cli,
                            max_shard_bytes="600KB", base=self.out("old"), merge="model.pte")
         graphs = ptepack.pack(self.examples, self.out("g"), ptepack=self.cli)
-        key, pub = self.out("k.pem"), self.out("k.pub")
-        subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out",
-                        key], check=True, capture_output=True)
-        subprocess.run(["openssl", "ec", "-in", key, "-pubout", "-out", pub], check=True,
-                       capture_output=True)
+        key, pub = self.keys()
         ptepack.pack(self.pte, self.out("r"), ptepack=self.cli, release=2)
         results = {
             "pack": old, "pack --base --merge": new, "pack graphs": graphs,
