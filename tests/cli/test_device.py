@@ -2,10 +2,11 @@
 # A device checks what it holds (docs/signing.md, "One program of a release"): a signed
 # release of three programs (the real XNNPACK stress program, a fine-tuned variant of it and
 # the portable keyword spotter with its EXTERNAL constants; capped shards in sharing sets), of
-# which a device keeps only the files `ptepack files` lists for the program it runs. `verify --program` (and `verify DIR/prog.pte --public-key`)
-# accepts each such subset with and without the key, with ptepack's signature and with one
-# written in model_signing's shape by the independent verifier (tests/tools/oms_tool.py);
-# each damage to a subset is refused with its own problem identifier.
+# which a device keeps only the files `ptepack files` lists for the program it runs.
+# `verify --program` (and `verify DIR/prog.pte --public-key`) accepts each such subset with and
+# without the key, with ptepack's signature and with one written in model_signing's shape by
+# the independent verifier (tests/tools/oms_tool.py); each damage to a subset is refused with
+# its own problem identifier.
 import atexit
 import hashlib
 import os

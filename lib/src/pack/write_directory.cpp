@@ -293,8 +293,8 @@ void finish_directory(const PreparedPack& prepared, const DirectoryPlan& plan,
     summary.output_bytes += index.size();
   }
   summary.output_bytes +=
-      write_manifest(options, dir, display("manifest.json"), manifest, prepared.stamp, plan, tensors,
-                     summary.notes);
+      write_manifest(options, dir, display("manifest.json"), manifest, prepared.stamp, plan,
+                     tensors, summary.notes);
   if (base != nullptr) base->summarize(tensors, plan, &manifest, summary);
 }
 

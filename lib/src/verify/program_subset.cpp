@@ -23,7 +23,9 @@ void DirectoryCheck::State::select_programs() {
   for (size_t p = 0; p < m.programs.size(); ++p) {
     wanted_program[p] = wanted.count(m.programs[p].file) ? 1 : 0;
   }
-  for (size_t i = 0; i < m.shards.size(); ++i) wanted_shard[i] = wanted.count(m.shards[i].file) ? 1 : 0;
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    wanted_shard[i] = wanted.count(m.shards[i].file) ? 1 : 0;
+  }
 }
 
 bool DirectoryCheck::State::skipped(const std::string& file, bool wanted) const {
