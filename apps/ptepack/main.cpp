@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -242,9 +243,10 @@ int run_help(const CLI::App& app, const CLI::App* help, const std::string& help_
   const auto* topic = find_subcommand(app, help_topic);
   if (topic == nullptr || topic == help) {
     auto guess = nearest(help_topic, subcommand_names(app));
-    return report(fmt::format("help: unknown command '{}'{}\nthe commands: pack, dump, verify, "
-                              "diff, sign",
-                              help_topic, did_you_mean(guess)),
+    auto commands = subcommand_names(app);
+    std::erase(commands, help->get_name());
+    return report(fmt::format("help: unknown command '{}'{}\nthe commands: {}", help_topic,
+                              did_you_mean(guess), fmt::join(commands, ", ")),
                   static_cast<int>(ptepack::ErrorCode::usage));
   }
   std::cout << topic->help("ptepack");

@@ -244,6 +244,24 @@ class ModuleTest(unittest.TestCase):
             self.assertEqual(error.filename, missing)
             self.assertEqual(error.exit_code, 5)
             self.assertEqual(str(error), f"{missing}: no such file or directory")
+        # A file a packed directory lists and does not hold ("... cannot open D/x: missing"),
+        # from every command that reads the directory (dump, diff, pack: exit 5).
+        packed = self.out("holey")
+        ptepack.pack(self.pte, packed, ptepack=self.cli)
+        shard = next(n for n in os.listdir(packed) if n.startswith("weights-"))
+        os.remove(os.path.join(packed, shard))
+        for call in (lambda: ptepack.dump(packed, ptepack=self.cli),
+                     lambda: ptepack.diff(packed, self.pte, ptepack=self.cli),
+                     lambda: ptepack.pack(packed, self.out("again"), ptepack=self.cli)):
+            with self.assertRaises(FileNotFoundError) as caught:
+                call()
+            error = caught.exception
+            self.assertIsInstance(error, ptepack.PtepackFileNotFoundError)
+            self.assertEqual((error.errno, error.exit_code), (errno.ENOENT, 5))
+            self.assertIn(shard, error.message)
+        from ptepack.errors import error_for
+        listed = error_for(5, [], "ptepack: error: d/manifest.json: cannot open d/x.ptd: missing\n")
+        self.assertIsInstance(listed, ptepack.PtepackFileNotFoundError)
         # Any other read or write failure is still an OSError (and a PtepackError).
         with open(self.out("file"), "w"):
             pass

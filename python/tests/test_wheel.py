@@ -120,6 +120,12 @@ def main():
             check(many.returncode != 0 and "static" in many.stderr
                   and not os.path.exists(os.path.join(tmp, "many")),
                   "a manylinux tag is refused for a dynamically linked binary")
+        for tags in ("linux_x86_64.manylinux2014_x86_64", "musllinux_1_2_x86_64"):
+            mixed = make_wheel(cli, os.path.join(tmp, "mixed"), "--plat-tag", tags)
+            if dynamic:
+                check(mixed.returncode != 0 and "static" in mixed.stderr
+                      and not os.path.exists(os.path.join(tmp, "mixed")),
+                      f"--plat-tag {tags} is refused for a dynamically linked binary")
         fake = os.path.join(tmp, "fake-ptepack")
         with open(fake, "w") as handle:
             handle.write("#!/bin/sh\necho 'ptepack 999.0.0'\n")
@@ -141,7 +147,7 @@ def main():
         env["PATH"] = clean_path(vbin)
         env["HOME"] = tmp
 
-        def run(argv, **kw):
+        def run(argv, env=env, **kw):
             return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp, **kw)
 
         installed = os.path.join(vbin, "ptepack")
@@ -184,7 +190,22 @@ def main():
         check(done.returncode == 0 and done.stdout.startswith("packed directory"),
               "the installed module finds the bundled CLI; pack, verify, diff: " +
               (done.stdout.strip() or done.stderr.strip()))
-        check(not any(n.endswith((".egg-info", "build")) for n in os.listdir(os.path.join(ROOT, "python"))),
+        # Another ptepack first on PATH: the wheel's own CLI still wins (only $PTEPACK and
+        # ptepack= come before it).
+        decoy_dir = os.path.join(tmp, "decoy")
+        os.makedirs(decoy_dir)
+        decoy = os.path.join(decoy_dir, "ptepack")
+        with open(decoy, "w") as handle:
+            handle.write("#!/bin/sh\necho 'ptepack 0.0.1-decoy'\n")
+        os.chmod(decoy, 0o755)
+        first = run([python, "-c", "import ptepack; print(ptepack.find_cli()); "
+                     "print(ptepack.version().cli)"],
+                    env=dict(env, PATH=decoy_dir + os.pathsep + env["PATH"]))
+        check(first.returncode == 0 and first.stdout.split() == [installed,
+                                                                 built.stdout.split()[1]],
+              f"the bundled CLI before another ptepack on PATH: {first.stdout!r} {first.stderr!r}")
+        check(not any(n.endswith((".egg-info", "build"))
+                      for n in os.listdir(os.path.join(ROOT, "python"))),
               "nothing written into python/")
 
     if failures:

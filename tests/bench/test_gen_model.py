@@ -291,7 +291,8 @@ def sizes_are_spelt_as_ptepack_spells_them(ctx):
     import gen_model  # noqa: E402
     expected = {"280MB": 280 * 10**6, "280M": 280 * 10**6, "280mb": 280 * 10**6,
                 "3 kb": 3000, "1.5GiB": 3 * 2**29, "64MiB": 2**26, "2TB": 2 * 10**12,
-                "1TiB": 2**40, "0.5K": 500, "12": 12, "12B": 12}
+                "1TiB": 2**40, "0.5K": 500, "12": 12, "12B": 12, "1.25GB": 1_250_000_000,
+                "0.125KiB": 128, "2.005MB": 2_005_000, "1.000001 M": 1_000_001}
     for text, value in expected.items():
         assert gen_model.parse_size(text) == value, f"{text}: {gen_model.parse_size(text)}"
     for text in ("12X", "MB", "-1M", "1..5G"):
