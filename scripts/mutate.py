@@ -74,6 +74,9 @@ def copy_tree(scratch):
                     continue
         os.makedirs(os.path.dirname(target), exist_ok=True)
         shutil.copy2(source, target)
+    # A checkout of its own: tests that list the project's files ask git.
+    subprocess.run(["git", "init", "-q"], cwd=src, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=src, check=True)
     return src
 
 
