@@ -1218,5 +1218,46 @@ def corrupt_programs_are_invalid_input(ctx):
         ctx.check(problems, f"{what}: pte_reader finds nothing wrong (test input not corrupt?)")
 
 
+@suite.test
+def pack_and_dump_count_an_output_alike(ctx):
+    """pack --json's counts are dump --json's of what it wrote: keys, stored tensors, bytes
+    referenced and stored, bytes saved (and aliases where the output records them), for a
+    merged .pte, one .pte whose constants share buffers, a --merge directory and a program
+    graph directory."""
+    d = ctx.mkdir()
+    pte = [os.path.join(ctx.data, "pte", n) for n in
+           ("xnnpack_conv.pte", "portable_keyword_spotting.pte", "xnnpack_quantized.pte")]
+    named = [f"{m}={p}" for m, p in zip(("conv", "kws", "q"), pte)]
+    examples = [os.path.join(ctx.examples, n) for n in ("prefill.json", "decode.json")]
+    cases = {"merged .pte": (named, "j.pte"), "one .pte": ([pte[1]], "k.pte"),
+             "--merge directory": (named + ["--merge", "m.pte"], "mdir"),
+             "graph directory": (examples, "gdir")}
+    pairs = [("tensor_count", "key_count"), ("referenced_bytes", "referenced_bytes"),
+             ("stored_bytes", "stored_bytes"), ("dedup_saved_bytes", "dedup_saved_bytes")]
+    for what, (inputs, out) in cases.items():
+        packed = ctx.run_ok("pack", *inputs, "-o", os.path.join(d, out), "--json").json()
+        dumped = ctx.run_ok("dump", os.path.join(d, out), "--json").json()["summary"]
+        for mine, theirs in pairs:
+            ctx.equal(packed[mine], dumped[theirs], f"{what}: pack's {mine}, dump's {theirs}")
+        aliases = packed.get("aliases", {})
+        ctx.equal(len(aliases), dumped["alias_count"], f"{what}: aliases")
+        ctx.equal(packed["stored_tensor_count"] + len(aliases) <= packed["tensor_count"], True,
+                  f"{what}: stored tensors and aliases within the keys")
+        dry = ctx.run_ok("pack", *inputs, "-o", os.path.join(d, "dry-" + out), "--json",
+                         "--dry-run").json()
+        for mine, _ in pairs:
+            ctx.equal(dry[mine], packed[mine], f"{what}: --dry-run's {mine}")
+    ctx.check(packed_counts_differ_from_values(ctx, pte[1]), "k.pte has values sharing buffers")
+
+
+def packed_counts_differ_from_values(ctx, path):
+    """True when some constant buffer of the program is read by two tensor values (what the
+    count by key, not by value, is about)."""
+    parsed, _ = pte_reader.load(path)
+    buffers = [t["data_buffer_idx"] for _, _, _, t in pte_reader.tensors(parsed)
+               if pte_reader.classify(t) == "constant" and t.get("data_buffer_idx")]
+    return len(buffers) != len(set(buffers))
+
+
 if __name__ == "__main__":
     suite.main()

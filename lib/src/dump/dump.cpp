@@ -163,13 +163,10 @@ ByteFigures byte_figures(const Artifact& artifact, const std::vector<KeyRow>& ro
     for (const auto& s : artifact.manifest->shards) f.stored_bytes += s.payload_bytes;
   } else {
     // Stored once per distinct byte range (aliases share their owner's range).
-    std::vector<std::tuple<const InputFile*, uint64_t, uint64_t>> stored;
-    stored.reserve(rows.size());
-    for (const auto& r : rows)
-      stored.emplace_back(r.data->bytes.file.get(), r.data->bytes.offset, r.data->bytes.size);
-    std::sort(stored.begin(), stored.end());
-    stored.erase(std::unique(stored.begin(), stored.end()), stored.end());
-    for (const auto& range : stored) f.stored_bytes += std::get<2>(range);
+    std::vector<ByteRange> ranges;
+    ranges.reserve(rows.size());
+    for (const auto& r : rows) ranges.push_back(r.data->bytes);
+    f.stored_bytes = stored_ranges(std::move(ranges)).bytes;
   }
   f.saved = f.referenced_bytes + f.unreferenced_bytes > f.stored_bytes
                 ? f.referenced_bytes + f.unreferenced_bytes - f.stored_bytes

@@ -11,6 +11,7 @@
 #include "pack/pte_inputs.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
+#include "pte/dump_pte.h"
 #include "pte/externalize.h"
 #include "pte/merge.h"
 
@@ -52,6 +53,7 @@ ProgramSummary program_summary(const ProgramSource& s, uint64_t size) {
 struct InlinedProgram {
   pte::Rewrite rewrite;
   FileContent content;
+  InputFilePtr file;  // the same bytes, readable: the summary is counted from them
 };
 
 InlinedProgram inline_content(const PackOptions& options, const ProgramSource& source,
@@ -60,31 +62,31 @@ InlinedProgram inline_content(const PackOptions& options, const ProgramSource& s
   out.rewrite = inline_program(source, digests);
   out.rewrite.alignment = options.sharding.alignment;
   out.rewrite.constant_alignment = options.constant_alignment.value_or(0);
-  out.content = program_content(pte::rewrite(source.file->program, out.rewrite));
+  auto layout = pte::rewrite(source.file->program, out.rewrite);
+  out.content = program_content(layout);
+  out.file = InputFile::compose(options.output.string(),
+                                {std::move(layout.head), std::move(layout.pieces),
+                                 layout.file_size});
   return out;
 }
 
+// Counted from the program as written, read back by the reader and counted by the code
+// dump counts a .pte with (own_tensors, stored_ranges): the two always agree.
 void summarize_inlined(const PackOptions& options, const ProgramSource& source,
                        const InlinedProgram& inlined, PackSummary& summary) {
-  const auto& rewrite = inlined.rewrite;
   summary.programs.push_back(program_summary(source, inlined.content.size));
   summary.programs.back().file = options.output.filename().string();
   summary.output_bytes = inlined.content.size;
-  std::set<std::tuple<const InputFile*, uint64_t, uint64_t>> named;
-  for (const auto& c : rewrite.constants) summary.stored_bytes += c.size;
-  for (const auto& [key, range] : rewrite.named_data) {
-    summary.referenced_bytes += range.size;
-    if (named.emplace(range.file.get(), range.offset, range.size).second)
-      summary.stored_bytes += range.size;
+  const auto own = own_tensors(pte::read(inlined.file));
+  std::vector<ByteRange> ranges;
+  for (const auto& [key, t] : own) {
+    summary.referenced_bytes += t.bytes.size;
+    ranges.push_back(t.bytes);
   }
-  const auto& tensors = source.file->program.tensors;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (rewrite.tensors[i].kind != pte::TensorEdit::Kind::constant) continue;
-    summary.referenced_bytes += rewrite.constants[rewrite.tensors[i].buffer].size;
-    ++summary.tensor_count;
-  }
-  summary.tensor_count += rewrite.named_data.size();
-  summary.stored_tensor_count = rewrite.constants.size() + named.size();
+  const auto stored = stored_ranges(std::move(ranges));
+  summary.tensor_count = own.size();
+  summary.stored_tensor_count = stored.count;
+  summary.stored_bytes = stored.bytes;
 }
 
 // The .pte output's bytes, synced: nothing names it by digest, so it is not hashed.

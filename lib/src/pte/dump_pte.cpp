@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -357,6 +358,19 @@ std::string own_tensor_key(const pte::Program& program, const pte::TensorInfo& t
   const std::string& plan = program.plans[t.plan];
   std::string name = t.fqn.empty() ? fmt::format("constant_{}", t.buffer_index) : t.fqn;
   return name.starts_with(plan + "/") ? name : plan + "/" + name;
+}
+
+StoredRanges stored_ranges(std::vector<ByteRange> ranges) {
+  auto place = [](const ByteRange& r) { return std::tuple(r.file.get(), r.offset, r.size); };
+  std::sort(ranges.begin(), ranges.end(),
+            [&](const ByteRange& a, const ByteRange& b) { return place(a) < place(b); });
+  StoredRanges out;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (i > 0 && place(ranges[i]) == place(ranges[i - 1])) continue;
+    ++out.count;
+    out.bytes += ranges[i].size;
+  }
+  return out;
 }
 
 TensorTable own_tensors(const pte::Program& program) {

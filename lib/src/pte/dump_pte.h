@@ -46,4 +46,14 @@ struct ProgramDumpOptions {
 // verify count and hash for a bare .pte.
 [[nodiscard]] TensorTable own_tensors(const pte::Program& program);
 
+// The bytes `ranges` hold once each: ranges that are the same bytes of the same file (keys
+// of one buffer, deduplicated named data) are stored once. How many distinct ranges there
+// are, and their bytes: dump's figures of an artifact without a manifest, and pack's
+// summary of a .pte output, read back from what it writes.
+struct StoredRanges {
+  size_t count = 0;
+  uint64_t bytes = 0;
+};
+[[nodiscard]] StoredRanges stored_ranges(std::vector<ByteRange> ranges);
+
 }  // namespace ptepack
