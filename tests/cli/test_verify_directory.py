@@ -8,7 +8,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_common import Suite  # noqa: E402
+from cli_common import Suite, load_json  # noqa: E402
 
 suite = Suite()
 
@@ -164,6 +164,24 @@ def a_safetensors_index_that_disagrees(ctx):
         handle.write(text.replace('"total_size"', '"total_size" ', 1))
     expect_problems(ctx, out, "edited index", "does not match the manifest's weight_map")
     shutil.rmtree(out)
+
+
+@suite.test
+def every_byte_is_hashed_once(ctx):
+    """verify hashes each file whole once and each stored tensor once: an alias, which reads
+    its owner's bytes, is checked against its digest without hashing them again."""
+    for extra in ([], ["--shard-format", "safetensors"]):
+        out = os.path.join(ctx.mkdir(), "m")
+        ctx.run_ok("pack", os.path.join(ctx.examples, "prefill.json"),
+                   os.path.join(ctx.examples, "decode.json"), "-o", out, "-q", *extra)
+        manifest = load_json(os.path.join(out, "manifest.json"))
+        files = [manifest["program"]] + manifest["shards"]
+        owners = [t for t in manifest["tensors"].values() if "alias_of" not in t]
+        ctx.check(len(owners) < len(manifest["tensors"]), "the example has aliases")
+        report = ctx.run_ok("verify", out, "--json").json()
+        ctx.equal(report["bytes_hashed"], sum(f["size"] for f in files) +
+                  sum(t["nbytes"] for t in owners), f"bytes hashed {extra}")
+        ctx.equal(report["tensors_checked"], len(manifest["tensors"]), f"every key {extra}")
 
 
 if __name__ == "__main__":

@@ -193,6 +193,7 @@ void DirectoryCheck::State::read_program() {
     }
     if (file->size() > Limits::max_program_bytes) fail_input("{}: program too large", file->name());
     auto bytes = file->read_range(0, file->size());
+    report.bytes_hashed += bytes.size();
     if (to_hex(sha256(bytes)) != m.program.sha256) {
       problems.push_back({ProblemId::file_changed, file->name(),
                           fmt::format("{}: SHA-256 differs from the manifest", file->name())});

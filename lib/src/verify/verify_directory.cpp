@@ -2,8 +2,10 @@
 // the program checks beside it), its two-step API, and `verify` of a directory.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <exception>
 #include <thread>
+#include <tuple>
 
 #include "base/parallel.h"
 #include "graph/program_checks.h"
@@ -39,6 +41,29 @@ void check_graph_program(const nb::Program& program, const Manifest& m, const Te
   });
 }
 
+// Each distinct tensor range once (an alias reads its owner's bytes), and for each tensor
+// the place of its range in that list: every byte is hashed once.
+struct DistinctRanges {
+  std::vector<ByteRange> ranges;
+  std::vector<size_t> slot;  // parallel to the tensors' ranges
+};
+
+DistinctRanges distinct_ranges(const std::vector<ByteRange>& ranges) {
+  auto place = [&](size_t i) {
+    return std::tuple(ranges[i].file.get(), ranges[i].offset, ranges[i].size);
+  };
+  std::vector<size_t> order(ranges.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return place(a) < place(b); });
+  DistinctRanges out;
+  out.slot.resize(ranges.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (k == 0 || place(order[k]) != place(order[k - 1])) out.ranges.push_back(ranges[order[k]]);
+    out.slot[order[k]] = out.ranges.size() - 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 void DirectoryCheck::State::start_program_checks() {
@@ -67,7 +92,8 @@ std::vector<ByteRange> DirectoryCheck::State::to_hash() const {
   for (const auto& f : program_files) {
     if (f) all.push_back({f, 0, f->size()});
   }
-  all.insert(all.end(), ranges.begin(), ranges.end());
+  const auto tensors = distinct_ranges(ranges).ranges;
+  all.insert(all.end(), tensors.begin(), tensors.end());
   return all;
 }
 
@@ -75,6 +101,7 @@ std::vector<ByteRange> DirectoryCheck::State::to_hash() const {
 void DirectoryCheck::State::hash_and_compare(Progress* progress) {
   const auto all = to_hash();
   const auto digests = hash_ranges(all, options.jobs, progress);
+  const auto tensors = distinct_ranges(ranges);
   size_t next = 0;
   for (size_t i = 0; i < contents.size(); ++i) {
     const auto& c = contents[i];
@@ -103,10 +130,10 @@ void DirectoryCheck::State::hash_and_compare(Progress* progress) {
                           fmt::format("{}: SHA-256 differs from the manifest", f->name())});
     }
   }
+  for (const auto& r : tensors.ranges) report.bytes_hashed += r.size;
   for (size_t i = 0; i < hashed.size(); ++i) {
-    report.bytes_hashed += ranges[i].size;
     ++report.tensors_checked;
-    if (digests[next++] != hashed[i]->second.sha256) {
+    if (digests[next + tensors.slot[i]] != hashed[i]->second.sha256) {
       problems.push_back({ProblemId::tensor_bytes, (paths.dir / hashed[i]->second.shard).string(),
                           fmt::format("{}: tensor {}: bytes do not match the manifest's SHA-256",
                                       mname, quote(hashed[i]->first))});
