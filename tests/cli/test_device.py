@@ -258,6 +258,11 @@ def a_repack_carries_the_signature_only_when_it_is_the_signed_release(ctx):
               f"the summary's note: {result.out}")
     ctx.check(not os.path.exists(os.path.join(other, "model.sig")), "no stale signature")
     ctx.code(ctx.run("verify", other), 0, "the unsigned output is whole")
+    # One program of the release, packed on its own: no signature to carry, no note about one.
+    alone = ctx.run_ok("pack", os.path.join(r["out"], PROGRAMS[2]), "-o",
+                       os.path.join(d, "alone"), "--json").json()
+    ctx.check(not any("model.sig" in n for n in alone["notes"]), f"no note: {alone['notes']}")
+    ctx.check(not os.path.exists(os.path.join(d, "alone", "model.sig")), "no signature")
 
 
 @suite.test

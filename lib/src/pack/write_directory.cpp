@@ -124,7 +124,9 @@ uint64_t carry_signature(const PackOptions& options, const fs::path& dir,
                          std::vector<std::string>& notes) {
   if (options.inputs.size() != 1 || options.base) return 0;
   std::error_code ec;
-  const auto input = directory_paths(options.inputs.front().path);
+  const auto& path = options.inputs.front().path;
+  if (!fs::is_directory(path, ec) && path.filename() != "manifest.json") return 0;
+  const auto input = directory_paths(path);
   const auto signature = input.dir / std::string(kSignatureFileName);
   if (!fs::is_directory(input.dir, ec) || !fs::is_regular_file(signature, ec)) return 0;
   auto manifest = InputFile::open(input.manifest);
