@@ -134,6 +134,9 @@ def each_device_subset_passes_with_and_without_the_key(ctx):
                           "--min-release", "2").out
         ctx.check("signature: valid" in text and "release 2, at least 2" in text, text)
         ctx.check(f"program: {program}: {len(program_files)} files" in text, text)
+        twice = ctx.run_ok("verify", target, "--program", program, "--program",
+                           program[:-4], "--json").json()
+        ctx.equal(twice["programs"], doc["programs"], f"{program}: named twice, reported once")
         # The program's path with the key means the same check.
         same = ctx.run("verify", os.path.join(target, program), "--public-key", r["public"],
                        "--json")

@@ -37,9 +37,10 @@ bool DirectoryCheck::State::skipped(const std::string& file, bool wanted) const 
 // The programs asked for, each with its files and their bytes as the manifest records them
 // (every one of them is checked against that record).
 void DirectoryCheck::State::report_programs() {
+  std::set<size_t> reported;  // a program named twice is reported once
   for (const auto& name : options.programs) {
     const auto p = find_program(m, name);
-    if (!p || !subset) continue;
+    if (!p || !subset || !reported.insert(*p).second) continue;
     const auto files = ptepack::program_files(m, {name}, mname);
     ProgramCheck check{m.programs[*p].file, files.size(), 0};
     for (const auto& f : files) check.bytes += f.size;
