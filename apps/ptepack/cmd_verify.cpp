@@ -28,6 +28,9 @@ Action add_verify(CLI::App& app) {
   cmd->add_option("-j,--jobs", args->options.jobs, "Hashing threads (default: all cores)");
   cmd->add_flag("--strict", args->options.strict,
                 "Count notes (what ptepack would write differently) as problems");
+  cmd->add_flag("--tensors", args->options.tensors,
+                "A packed directory: also hash each tensor against its recorded SHA-256 (by "
+                "default each file is hashed once and its digest proves its tensors)");
   cmd->add_option("--public-key", args->options.public_keys,
                   "PUB.pem: check a packed directory's signature (repeatable: any of the keys)")
       ->type_name("PUB.pem")

@@ -660,13 +660,13 @@ def packed(ctx, kind):
     return target
 
 
-def expect_verify_failure(ctx, path, names, what):
-    result = ctx.run("verify", path)
+def expect_verify_failure(ctx, path, names, what, *extra):
+    result = ctx.run("verify", path, *extra)
     ctx.code(result, 1, what)
     text = result.out + result.err
     for name in names:
         ctx.check(name in text, f"{what}: verify output does not name {name!r}: {text!r}")
-    report = ctx.run("verify", path, "--json")
+    report = ctx.run("verify", path, "--json", *extra)
     ctx.code(report, 1, what + " --json")
     try:
         parsed = report.json()
@@ -764,8 +764,14 @@ def verify_finds_missing_stray_and_edited_files(ctx):
             return change
         other_digit = lambda h: ("1" if h[0] == "0" else "0") + h[1:]
         some_key = manifest["shards"][0]["keys"][0]
-        for path, names in ((["tensors", some_key, "sha256"], [some_key]),
-                            (["shards", 0, "sha256"], [shard]),
+        # A recorded tensor digest edited while its shard is the recorded file: only
+        # --tensors hashes tensors on their own; by default the shard's digest proves them.
+        tensor_digest = variant(edit(["tensors", some_key, "sha256"], other_digit))
+        expect_verify_failure(ctx, tensor_digest, [some_key],
+                              f"{kind}: manifest tensor digest edited, --tensors", "--tensors")
+        ctx.code(ctx.run("verify", tensor_digest), 0,
+                 f"{kind}: a tensor digest edited is not looked for without --tensors")
+        for path, names in ((["shards", 0, "sha256"], [shard]),
                             (["program", "sha256"], ["program.ptg"])):
             expect_verify_failure(ctx, variant(edit(path, other_digit)), names,
                                   f"{kind}: manifest {'/'.join(map(str, path))} edited")

@@ -31,8 +31,8 @@ def save(out, manifest):
         json.dump(manifest, handle, indent=2, sort_keys=True)
 
 
-def expect_problems(ctx, out, what, *needles):
-    r = ctx.run("verify", out, "--json")
+def expect_problems(ctx, out, what, *needles, extra=()):
+    r = ctx.run("verify", out, "--json", *extra)
     ctx.code(r, 1, what)
     problems = json.loads(r.out)["problems"] if r.out else []
     for needle in needles:
@@ -102,8 +102,11 @@ def aliases_that_disagree(ctx):
     m["tensors"][ALIAS]["sha256"] = "0" * 64
     save(out, m)
     expect_problems(ctx, out, "alias with another digest",
+                    f"tensor '{ALIAS}': alias_of '{OWNER}' disagrees (digest, shard or owner order)")
+    expect_problems(ctx, out, "alias with another digest, --tensors",
                     f"tensor '{ALIAS}': alias_of '{OWNER}' disagrees (digest, shard or owner order)",
-                    f"tensor '{ALIAS}': bytes do not match the manifest's SHA-256")
+                    f"tensor '{ALIAS}': bytes do not match the manifest's SHA-256",
+                    extra=("--tensors",))
 
     out, m = packed(ctx)
     m["tensors"][ALIAS]["mutable"] = True
@@ -168,8 +171,10 @@ def a_safetensors_index_that_disagrees(ctx):
 
 @suite.test
 def every_byte_is_hashed_once(ctx):
-    """verify hashes each file whole once and each stored tensor once: an alias, which reads
-    its owner's bytes, is checked against its digest without hashing them again."""
+    """verify hashes each file whole once, and its digest proves the tensors in it;
+    --tensors also hashes each stored tensor once: an alias, which reads its owner's bytes,
+    is checked against its digest without hashing them again. A tensor in a changed file is
+    hashed on its own, to name it."""
     for extra in ([], ["--shard-format", "safetensors"]):
         out = os.path.join(ctx.mkdir(), "m")
         ctx.run_ok("pack", os.path.join(ctx.examples, "prefill.json"),
@@ -179,9 +184,34 @@ def every_byte_is_hashed_once(ctx):
         owners = [t for t in manifest["tensors"].values() if "alias_of" not in t]
         ctx.check(len(owners) < len(manifest["tensors"]), "the example has aliases")
         report = ctx.run_ok("verify", out, "--json").json()
-        ctx.equal(report["bytes_hashed"], sum(f["size"] for f in files) +
-                  sum(t["nbytes"] for t in owners), f"bytes hashed {extra}")
+        ctx.equal(report["bytes_hashed"], sum(f["size"] for f in files), f"bytes hashed {extra}")
         ctx.equal(report["tensors_checked"], len(manifest["tensors"]), f"every key {extra}")
+        deep = ctx.run_ok("verify", out, "--json", "--tensors").json()
+        ctx.equal(deep["bytes_hashed"], sum(f["size"] for f in files) +
+                  sum(t["nbytes"] for t in owners), f"bytes hashed --tensors {extra}")
+        ctx.equal(deep["tensors_checked"], len(manifest["tensors"]), f"--tensors {extra}")
+        if not extra:
+            continue
+        # The last byte of a safetensors shard (the last tensor's) changed: the tensors of
+        # that shard are hashed again, no other, and the changed one is named.
+        shard = manifest["shards"][0]
+        flip_byte(os.path.join(out, shard["file"]), shard["size"] - 1)
+        damaged = ctx.run("verify", out, "--json")
+        ctx.code(damaged, 1, "a changed shard")
+        report = damaged.json()
+        in_shard = [t for t in owners if t["shard"] == shard["file"]]
+        ctx.equal(report["bytes_hashed"], sum(f["size"] for f in files) +
+                  sum(t["nbytes"] for t in in_shard), "bytes hashed with a changed shard")
+        ids = [p["id"] for p in report["problem_details"]]
+        ctx.equal(ids.count("tensor_bytes"), 1, f"one tensor named: {report['problems']}")
+
+
+def flip_byte(path, offset):
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        byte = handle.read(1)
+        handle.seek(offset)
+        handle.write(bytes([byte[0] ^ 1]))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ void DirectoryInputs::check_structure(size_t slot, const std::filesystem::path& 
   if (!has_checkable_manifest(path)) return;  // not a packed directory: the reader says why
   auto s = std::make_unique<Slot>();
   s->options.jobs = jobs_;
+  s->options.tensors = true;  // pack takes each tensor's digest from the manifest
   s->check = std::make_unique<DirectoryCheck>(path, s->options, s->report);
   // Refused with every line verify would print: the bytes too, when the
   // structure already has problems and the manifest could be read.

@@ -5,6 +5,7 @@
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,6 +80,8 @@ struct DirectoryCheck::State {
   void start_program_checks();
   [[nodiscard]] std::vector<ByteRange> to_hash() const;
   void hash_and_compare(Progress* progress);
+  void compare_tensors(std::vector<Digest> digests, size_t count,
+                       const std::set<const InputFile*>* changed);
 };
 
 }  // namespace ptepack::detail

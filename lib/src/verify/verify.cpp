@@ -249,12 +249,16 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
                   [](const auto& t) { return t.storage == pte::Storage::external; });
   std::vector<std::string> named_keys;
   std::set<fs::path> missing;
+  bool checked_whole = false;
   if (sources.empty()) {
     auto found = default_program_data(file->path(), program);
     sources = std::move(found.files);
     if (found.named_keys) named_keys = std::move(*found.named_keys);
     if (found.note) report.notes.push_back(fmt::format("{}: {}", file->name(), *found.note));
-    if (found.record) missing = check_against_record(file, *found.record, options, report);
+    if (found.record) {
+      missing = check_against_record(file, *found.record, options, report);
+      checked_whole = true;
+    }
     if (found.manifest_problem) {  // a device cannot check the program against it
       problems.push_back({ProblemId::manifest_inconsistent,
                           (file->path().parent_path() / "manifest.json").string(),
@@ -282,11 +286,13 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
       check_program_data(program, file->name(), files, named_keys, false, lines);
     });
   }
-  // Its own constants and named data are read whole too (their bounds were checked).
+  // Its own constants and named data are read whole too (their bounds were checked), unless
+  // the whole program was just hashed against its record.
   std::vector<ByteRange> own;
   for (const auto& [key, t] : own_tensors(program)) own.push_back(t.bytes);
-  (void)hash_ranges(own, options.jobs);
   report.tensors_checked += own.size();
+  if (checked_whole) return;
+  (void)hash_ranges(own, options.jobs);
   for (const auto& r : own) report.bytes_hashed += r.size;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -83,7 +84,9 @@ void DirectoryCheck::State::start_program_checks() {
   }
 }
 
-// Every shard file and program file whole, then every tensor's bytes.
+// Every shard file and program file whole; with VerifyOptions::tensors, every distinct
+// tensor range too. Without it a tensor's bytes are proven by its file's digest, and are
+// hashed on their own only where that digest differs (to name the tensors that changed).
 std::vector<ByteRange> DirectoryCheck::State::to_hash() const {
   std::vector<ByteRange> all;
   for (const auto& c : contents) {
@@ -92,16 +95,18 @@ std::vector<ByteRange> DirectoryCheck::State::to_hash() const {
   for (const auto& f : program_files) {
     if (f) all.push_back({f, 0, f->size()});
   }
-  const auto tensors = distinct_ranges(ranges).ranges;
-  all.insert(all.end(), tensors.begin(), tensors.end());
+  if (options.tensors) {
+    const auto tensors = distinct_ranges(ranges).ranges;
+    all.insert(all.end(), tensors.begin(), tensors.end());
+  }
   return all;
 }
 
-// One parallel pass over to_hash(), each result against the manifest.
+// One parallel pass over to_hash(), each result against the manifest; then the tensors.
 void DirectoryCheck::State::hash_and_compare(Progress* progress) {
   const auto all = to_hash();
   const auto digests = hash_ranges(all, options.jobs, progress);
-  const auto tensors = distinct_ranges(ranges);
+  std::set<const InputFile*> changed;  // files whose digest is not the recorded one
   size_t next = 0;
   for (size_t i = 0; i < contents.size(); ++i) {
     const auto& c = contents[i];
@@ -110,6 +115,7 @@ void DirectoryCheck::State::hash_and_compare(Progress* progress) {
     report.bytes_hashed += c.file->size();
     const auto hex = to_hex(digests[next++]);
     if (hex != s.sha256) {
+      changed.insert(c.file.get());
       problems.push_back(
           {ProblemId::file_changed, c.file->name(),
            fmt::format("{}: SHA-256 differs from the manifest (file changed)", c.file->name())});
@@ -126,17 +132,41 @@ void DirectoryCheck::State::hash_and_compare(Progress* progress) {
     if (!f) continue;
     report.bytes_hashed += f->size();
     if (to_hex(digests[next++]) != m.programs[p].sha256) {
+      changed.insert(f.get());
       problems.push_back({ProblemId::file_changed, f->name(),
                           fmt::format("{}: SHA-256 differs from the manifest", f->name())});
     }
   }
+  if (options.tensors) {
+    compare_tensors(std::vector<Digest>(digests.begin() + static_cast<ptrdiff_t>(next),
+                                        digests.end()),
+                    ranges.size(), nullptr);
+  } else {
+    compare_tensors({}, ranges.size(), &changed);
+  }
+}
+
+// Each tensor's bytes against its recorded digest: `digests` are those of
+// distinct_ranges(ranges) in order; when `changed` is given, only the tensors in those
+// files are hashed here (the others are proven by their file's digest).
+void DirectoryCheck::State::compare_tensors(std::vector<Digest> digests, size_t count,
+                                            const std::set<const InputFile*>* changed) {
+  std::vector<size_t> picked;  // indices into hashed/ranges
+  for (size_t i = 0; i < count; ++i) {
+    if (!changed || changed->count(ranges[i].file.get())) picked.push_back(i);
+  }
+  std::vector<ByteRange> own;
+  for (size_t i : picked) own.push_back(ranges[i]);
+  const auto tensors = distinct_ranges(own);
+  if (changed) digests = hash_ranges(tensors.ranges, options.jobs);
   for (const auto& r : tensors.ranges) report.bytes_hashed += r.size;
-  for (size_t i = 0; i < hashed.size(); ++i) {
-    ++report.tensors_checked;
-    if (digests[next + tensors.slot[i]] != hashed[i]->second.sha256) {
-      problems.push_back({ProblemId::tensor_bytes, (paths.dir / hashed[i]->second.shard).string(),
+  report.tensors_checked += count;
+  for (size_t k = 0; k < picked.size(); ++k) {
+    const auto& entry = *hashed[picked[k]];
+    if (digests[tensors.slot[k]] != entry.second.sha256) {
+      problems.push_back({ProblemId::tensor_bytes, (paths.dir / entry.second.shard).string(),
                           fmt::format("{}: tensor {}: bytes do not match the manifest's SHA-256",
-                                      mname, quote(hashed[i]->first))});
+                                      mname, quote(entry.first))});
     }
   }
 }
@@ -234,6 +264,7 @@ void check_packed_directory(const fs::path& path, unsigned jobs) {
   if (!has_checkable_manifest(path)) return;
   VerifyOptions options;
   options.jobs = jobs;
+  options.tensors = true;
   VerifyReport report;
   DirectoryCheck check(path, options, report);
   if (check.structure()) check.bytes(nullptr);

@@ -18,6 +18,10 @@ namespace ptepack {
 struct VerifyOptions {
   unsigned jobs = 0;             // hashing threads (0: all cores)
   bool strict = false;           // notes count as problems
+  // A packed directory: also hash each tensor's bytes against its recorded SHA-256. Without
+  // it every file is hashed once and its digest proves the tensors in it; a tensor is then
+  // hashed on its own only when its file's digest differs, to name what changed.
+  bool tensors = false;
   Progress* progress = nullptr;  // bytes hashed are reported here when set
   // A program's data files (PATH@DATA); empty: the same-stem default beside it.
   std::vector<std::filesystem::path> data = {};
