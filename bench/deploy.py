@@ -117,6 +117,38 @@ def waste(ptepack, directory):
             for p in report["programs"]}
 
 
+def two_halves(directory):
+    """The files of a directory in two lists of about equal bytes (largest first, each to
+    the lighter list): what two `openssl dgst` processes hash on two cores."""
+    files = sorted((os.path.join(directory, name) for name in os.listdir(directory)),
+                   key=os.path.getsize, reverse=True)
+    halves, totals = ([], []), [0, 0]
+    for path in files:
+        lighter = 0 if totals[0] <= totals[1] else 1
+        halves[lighter].append(path)
+        totals[lighter] += os.path.getsize(path)
+    return halves
+
+
+def verify_release(args, ptepack, release, jobs, measure, runs):
+    """`ptepack verify` of a release whose programs share tensors, against openssl hashing
+    the same files split over both cores (two processes), in turn; and verify's bytes
+    hashed against the files' total."""
+    halves = two_halves(release)
+    both = " & ".join("openssl dgst -sha256 " + " ".join(half) + " >/dev/null"
+                      for half in halves if half) + " & wait"
+    for name, command in (("verify", [ptepack, "verify"] + jobs + [release]),
+                          ("verify_tensors", [ptepack, "verify", "--tensors"] + jobs + [release]),
+                          ("sha256_2p", ["sh", "-c", both])):
+        walls = sorted(measure(command) for _ in range(args.reps))
+        wall, rss, cpu = walls[len(walls) // 2]
+        runs[name] = {"wall_s": wall, "rss_mib": rss / 1024, "cpu_s": cpu}
+    report = json.loads(subprocess.run([ptepack, "verify", "--json"] + jobs + [release],
+                                       capture_output=True, text=True).stdout)
+    runs["verify"]["bytes_hashed"] = report["bytes_hashed"]
+    runs["verify"]["files_bytes"] = sum(os.path.getsize(p) for half in halves for p in half)
+
+
 def deploy(args, ptepack, workdir, jobs, created, measure, generate):
     """Runs the case; `measure(argv)` -> (wall, rss KiB, cpu), `generate(path, size, seed)`
     writes the foundation program."""
@@ -167,6 +199,7 @@ def deploy(args, ptepack, workdir, jobs, created, measure, generate):
         runs[name] = {"wall_s": wall, "rss_mib": rss / 1024, "cpu_s": cpu}
         if target:
             subprocess.run([ptepack, "verify", target], check=True, capture_output=True)
+    verify_release(args, ptepack, rel2, jobs, measure, runs)
     summary = json.loads(subprocess.run(
         [ptepack, "pack", "--json"] + jobs + cap + releases[2] + ["-o", rel2, "--base", rel1],
         check=True, capture_output=True, text=True).stdout)["base"]
@@ -186,6 +219,12 @@ def deploy(args, ptepack, workdir, jobs, created, measure, generate):
     print(f"{'case':<16}{'wall s':>9}{'CPU s':>8}{'RSS MiB':>9}")
     for name, r in runs.items():
         print(f"{name:<16}{r['wall_s']:9.2f}{r['cpu_s']:8.2f}{r['rss_mib']:9.1f}")
+    checked = runs["verify"]
+    print(f"verify of release 2: {checked['bytes_hashed'] / MIB:.1f} MiB hashed of "
+          f"{checked['files_bytes'] / MIB:.1f} MiB of files; "
+          f"{checked['wall_s'] / runs['sha256_2p']['wall_s']:.2f}x the wall of openssl over "
+          f"the same files in two processes "
+          f"({runs['verify_tensors']['wall_s'] / runs['sha256_2p']['wall_s']:.2f}x with --tensors)")
     print(f"release2_base / sha256 of its inputs: "
           f"{runs['release2_base']['wall_s'] / runs['sha256']['wall_s']:.2f}x wall")
     for key in ("waste_release1", "waste_release2"):

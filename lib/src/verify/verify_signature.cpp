@@ -85,6 +85,7 @@ void check_release_signature(const fs::path& path, const Manifest& manifest,
         auto manifest_file = InputFile::open(paths.manifest);
         auto text = manifest_file->read_range(0, manifest_file->size());
         auto actual = release_signed_files(manifest, sha256(std::span<const uint8_t>(text)));
+        report.bytes_hashed += text.size();
         for (auto& line : compare_signed_files(signed_release, actual, context)) {
           report.problems.push_back({ProblemId::signature_invalid, context, std::move(line)});
         }
