@@ -395,6 +395,48 @@ def releases_on_releases_reproduce_themselves(ctx):
         ctx.equal(snapshot(again), snapshot(r2), f"{name}: the same release twice")
 
 
+def digests_of(path):
+    """{relative path: SHA-256 hex} of a directory tree: a short form of its snapshot."""
+    return {name: hashlib.sha256(data).hexdigest()[:16] for name, data in snapshot(path).items()}
+
+
+@suite.test
+def a_repack_of_a_capped_release_on_a_base_is_byte_identical(ctx):
+    """A release packed on a base keeps the base's shards, stale bytes and all, beside new
+    ones: a fresh plan of its content lays it out otherwise. Repacked alone with no shard
+    option, it keeps its own layout (its own base): the same files, names and order; any
+    shard option given, even the recorded value, plans afresh."""
+    d = ctx.mkdir()
+    stress = os.path.join(ctx.data, "pte", STRESS + ".pte")
+    conv = os.path.join(ctx.data, "pte", "xnnpack_conv.pte")
+    kws = os.path.join(ctx.data, "pte", "portable_keyword_spotting.pte")
+    r1, r2 = ctx.mkdir("r1"), ctx.mkdir("r2")
+    old = [shutil.copy(p, os.path.join(r1, os.path.basename(p))) for p in (stress, conv, kws)]
+    new = [variant(ctx, r2, os.path.basename(stress), {0: 5, 1: 9, 3: 3}),
+           shutil.copy(conv, r2), shutil.copy(kws, r2)]
+    cap = ["--max-shard-bytes", "300KB"]
+    rel1, rel2 = os.path.join(d, "rel1"), os.path.join(d, "rel2")
+    ctx.run_ok("pack", *old, "-o", rel1, *cap, "-q")
+    summary = pack_json(ctx, *new, "-o", rel2, *cap, "--base", rel1)
+    ctx.require(summary["base"]["stale_bytes"] > 0 and summary["base"]["shards_new"] > 0,
+                f"release 2 keeps stale bytes and adds shards: {summary['base']}")
+    fresh = os.path.join(d, "fresh")
+    ctx.run_ok("pack", *new, "-o", fresh, *cap, "-q")
+    ctx.check(digests_of(fresh) != digests_of(rel2), "a fresh plan lays release 2 out otherwise")
+    for jobs in ("1", "2"):
+        again = os.path.join(d, f"repacked_j{jobs}")
+        repack = pack_json(ctx, rel2, "-o", again, "-j", jobs)
+        ctx.equal(digests_of(again), digests_of(rel2), f"-j {jobs}: the repack is release 2")
+        ctx.check("base" not in repack or repack["base"] is None,
+                  f"-j {jobs}: a repack reports no base: {repack.get('base')}")
+        ctx.check(any("layout kept" in n for n in repack["notes"]),
+                  f"-j {jobs}: the kept stale bytes are noted: {repack['notes']}")
+    ctx.run_ok("verify", again)
+    planned = os.path.join(d, "planned")
+    ctx.run_ok("pack", rel2, "-o", planned, *cap, "-q")
+    ctx.equal(digests_of(planned), digests_of(fresh), "a shard option given plans afresh")
+
+
 @suite.test
 def a_layout_change_keeps_no_key_and_packs(ctx):
     """A constant with the same bytes in another shape gets a fresh key, not OLD's."""

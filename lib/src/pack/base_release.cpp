@@ -6,6 +6,7 @@
 
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
+#include "base/format_util.h"
 #include "base/parallel.h"
 #include "core/file_content.h"
 #include "ptepack/core/release_files.h"
@@ -18,15 +19,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Refuses (usage error) a --base that is missing or not a packed directory or
-// its manifest.json; before the base is read or the output checked against it.
+// Refuses (usage error) a --base that is missing or not a directory or its
+// manifest.json, before the base is read or the output checked against it. A
+// directory whose manifest is missing is damage, which the check reports as
+// every command does (file_missing).
 void check_base_path(const fs::path& path) {
   std::error_code ec;
   const auto status = fs::status(path, ec);
   if (!fs::exists(status)) fail(ErrorCode::usage, "--base {}: no such directory", path.string());
-  const bool manifest_file = fs::is_regular_file(status) && path.filename() == "manifest.json";
-  if ((!fs::is_directory(status) && !manifest_file) ||
-      !fs::is_regular_file(directory_paths(path).manifest, ec)) {
+  if (!has_checkable_manifest(path)) {
     fail(ErrorCode::usage, "--base {}: not a packed directory (a directory with manifest.json)",
          path.string());
   }
@@ -34,7 +35,9 @@ void check_base_path(const fs::path& path) {
 
 }  // namespace
 
-BaseRelease::BaseRelease(const fs::path& path, int version, uint64_t alignment, unsigned jobs) {
+BaseRelease::BaseRelease(const fs::path& path, int version, uint64_t alignment, unsigned jobs,
+                         Role role)
+    : role_(role) {
   check_base_path(path);
   dir_ = directory_paths(path).dir;
   // OLD is read and checked once, by verify's own directory check (its
@@ -44,6 +47,7 @@ BaseRelease::BaseRelease(const fs::path& path, int version, uint64_t alignment, 
   check_options_.tensors = true;  // reuse trusts each tensor's recorded digest
   check_ = std::make_unique<DirectoryCheck>(path, check_options_, check_report_);
   const bool read = check_->structure();
+  if (read) check_->program_bytes();
   if (read && check_->manifest()->version != version) {
     const int found = check_->manifest()->version;
     fail(ErrorCode::usage, "--base {}: it holds {}, and this pack writes {}", path.string(),
@@ -52,7 +56,7 @@ BaseRelease::BaseRelease(const fs::path& path, int version, uint64_t alignment, 
   }
   // A damaged base is refused as verify reports it, and said to be the base.
   try {
-    raise_problems(check_report_);
+    raise_first_problem(check_report_);
   } catch (const Error& e) {
     fail(e.code(),
          "{}\n--base {}: the previous release is damaged (ptepack verify {} lists why); nothing "
@@ -110,7 +114,10 @@ void BaseRelease::plan(const std::vector<StoredTensor>& tensors, const PackOptio
                        PackSummary& summary) {
   reuse_ = plan_reuse(tensors, *old_, options.sharding, options.shard_prefix);
   auto fresh = [&](const std::string& why) {
-    summary.notes.push_back(fmt::format("--base {}: {}; no shard is reused", dir_.string(), why));
+    if (role_ == Role::release) {
+      summary.notes.push_back(
+          fmt::format("--base {}: {}; no shard is reused", dir_.string(), why));
+    }
     reuse_ = ReusePlan{{}, std::vector<size_t>(tensors.size(), ReusePlan::npos), why};
     files_.clear();
   };
@@ -161,6 +168,17 @@ void BaseRelease::copy_kept(const fs::path& dir, AtomicOutput& output, Progress*
 
 void BaseRelease::summarize(const std::vector<StoredTensor>& tensors, const DirectoryPlan& plan,
                             const Manifest* written, PackSummary& summary) const {
+  if (role_ == Role::layout) {
+    uint64_t stale = 0;
+    for (const auto& r : reuse_.shards) stale += r.stale_bytes;
+    if (stale > 0) {
+      summary.notes.push_back(fmt::format(
+          "{}: shard layout kept, with {} of stale bytes in its shards (any shard option, "
+          "such as the recorded --max-shard-bytes, plans afresh without them)",
+          dir_.string(), human_bytes(stale)));
+    }
+    return;
+  }
   BaseSummary b;
   b.path = dir_.string();
   b.fresh_reason = reuse_.fresh_reason;

@@ -19,13 +19,19 @@ namespace ptepack::detail {
 
 class BaseRelease {
  public:
+  // What the previous directory is to the output: --base OLD, a release the output follows
+  // (notes, the summary's base figures), or a lone packed directory repacked, whose shard
+  // layout the output keeps (layout_to_keep in pack.cpp): planned the same way, silently.
+  enum class Role { release, layout };
+
   // Reads OLD (a packed directory or its manifest.json) and checks its
   // structure with verify's directory check, on `jobs` threads: a base of
   // another `version` than the output's kind is a usage error, a damaged one
   // is refused with verify's problem lines (exit 1). Of the shards' tables
   // only what plan() needs is kept: each shard's stored tensor count and
   // whether its segments are on NEW's `alignment`.
-  BaseRelease(const std::filesystem::path& path, int version, uint64_t alignment, unsigned jobs);
+  BaseRelease(const std::filesystem::path& path, int version, uint64_t alignment, unsigned jobs,
+              Role role = Role::release);
   ~BaseRelease();
   BaseRelease(const BaseRelease&) = delete;
   BaseRelease& operator=(const BaseRelease&) = delete;
@@ -49,7 +55,7 @@ class BaseRelease {
   void copy_kept(const std::filesystem::path& dir, AtomicOutput& output, Progress* progress) const;
 
   // The summary's base figures from NEW's plan and complete manifest (or, in a
-  // dry run, without one: no download figure).
+  // dry run, without one: no download figure); none for Role::layout.
   void summarize(const std::vector<StoredTensor>& tensors, const DirectoryPlan& plan,
                  const Manifest* written, PackSummary& summary) const;
 
@@ -58,6 +64,7 @@ class BaseRelease {
 
  private:
   std::filesystem::path dir_;
+  Role role_ = Role::release;
   VerifyOptions check_options_;  // the check holds references to these two
   VerifyReport check_report_;
   std::unique_ptr<DirectoryCheck> check_;

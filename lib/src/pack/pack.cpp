@@ -218,6 +218,20 @@ uint64_t input_file_bytes(const PackOptions& options, const std::vector<fs::path
   return total;
 }
 
+// A repack (docs/shard-planner.md, "A repack keeps the layout"): one packed directory alone
+// into a directory of its kind, no shard option given and no --base. The output is
+// planned on that directory as its own base, so it keeps its shards whole where their
+// content is still needed: the same files, names and order.
+std::optional<fs::path> layout_to_keep(const PackOptions& options, int version,
+                                       const std::vector<Artifact>& inputs) {
+  if (options.base || !options.given || options.given->any() || inputs.size() != 1 ||
+      !inputs.front().manifest || inputs.front().manifest->version != version ||
+      output_kind(options.output) != OutputKind::directory) {
+    return std::nullopt;
+  }
+  return directory_paths(options.inputs.front().path).dir;
+}
+
 }  // namespace
 
 PackStart start_pack(const PackOptions& options, int version, std::vector<fs::path>& read_paths,
@@ -228,6 +242,9 @@ PackStart start_pack(const PackOptions& options, int version, std::vector<fs::pa
     start.base = std::make_unique<BaseRelease>(*options.base, version,
                                                options.sharding.alignment, options.jobs);
     start.base->add_read_paths(read_paths);
+  } else if (auto layout = layout_to_keep(options, version, inputs)) {
+    start.base = std::make_unique<BaseRelease>(*layout, version, options.sharding.alignment,
+                                               options.jobs, BaseRelease::Role::layout);
   }
   if (!options.dry_run) check_output_target(options, read_paths);
   std::vector<const Manifest*> input_manifests;

@@ -24,7 +24,7 @@ std::vector<Artifact> load_graph_inputs(const PackOptions& options,
   directories.reserve(options.inputs.size(), options.jobs);
   parallel_for(options.inputs.size(), effective_jobs(options.jobs), [&](size_t i) {
     const auto& spec = options.inputs[i];
-    directories.check_structure(i, spec.path);
+    directories.check_structure(i, spec.path, spec.data.empty());
     // merge renames in the object tree
     loaded[i] = load_artifact(spec.path, spec.data, true, ProgramForm::tree);
     const auto& artifact = loaded[i];
@@ -150,7 +150,7 @@ class GraphWriter {
   // an input's error then still comes first, as when hashing comes first.
   // Returns whether it was tried (hash() then ran).
   bool try_write_while_hashing() {
-    if (options_.dry_run || effective_jobs(options_.jobs) <= 1 || options_.base ||
+    if (options_.dry_run || effective_jobs(options_.jobs) <= 1 || prepared_.base ||
         !worth_writing_while_hashing(prepared_.tensors, options_.write_while_hashing_from))
       return false;
     output_ = output_before_hashing(options_, output_kind_of());

@@ -25,9 +25,10 @@ enum class Placement {
 
 // The shard options a caller gave (the CLI marks each one given on its command
 // line). A directory output packed from one packed directory alone takes every
-// option not given from that directory's manifest (docs/manifest.md), so a
-// repack reproduces it; callers that leave PackOptions::given unset get exactly
-// the options they set.
+// option not given from that directory's manifest (docs/manifest.md), and with
+// none given keeps its shard layout (docs/shard-planner.md), so a repack
+// reproduces it; callers that leave PackOptions::given unset get exactly the
+// options they set.
 struct GivenShardOptions {
   bool max_shard_bytes = false;
   bool cap_mode = false;
@@ -37,6 +38,11 @@ struct GivenShardOptions {
   bool prefix = false;
   bool placement = false;
   bool max_shard_tensors = false;
+  // Any of them: a repack given none keeps the directory's shard layout too.
+  [[nodiscard]] bool any() const {
+    return max_shard_bytes || cap_mode || format || oversize || alignment || prefix ||
+           placement || max_shard_tensors;
+  }
 };
 
 struct PackOptions {
