@@ -395,7 +395,8 @@ def a_damaged_directory_is_an_error_not_a_verdict(ctx):
         result = ctx.run("diff", a, b)
         ctx.code(result, 3, f"diff {os.path.basename(a)} {os.path.basename(b)}")
         ctx.equal(result.out, "", "no verdict on stdout")
-        ctx.equal(result.err, verified.err, "verify's problem lines")
+        ctx.equal(result.err.splitlines(), verified.err.splitlines()[:1],
+                  "verify's first problem line")
 
 
 @suite.test

@@ -136,7 +136,12 @@ def a_program_inside_a_packed_directory_finds_its_shards(ctx):
     impostor = os.path.join(other, "xnnpack_conv.pte")
     with open(fixture(ctx, "portable_add_no_header"), "rb") as src, open(impostor, "wb") as dst:
         dst.write(src.read())
-    ctx.check("listed for it" not in ctx.run_ok("dump", impostor).out, "an impostor")
+    # It is refused as verify refuses it: the program is read with its manifest's record.
+    refused, verified = ctx.run("dump", impostor), ctx.run("verify", impostor)
+    ctx.code(verified, 1, "verify of an impostor")
+    ctx.check(refused.code in (3, 5) and
+              refused.err.splitlines()[:1] == verified.err.splitlines()[:1],
+              f"dump of an impostor: {refused!r} against {verified!r}")
     # A link to the program finds its directory's manifest.
     link = os.path.join(ctx.mkdir("link"), "conv.pte")
     os.symlink(program, link)

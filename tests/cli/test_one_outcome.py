@@ -2,9 +2,11 @@
 # One problem, one outcome (docs/problems.md, "Exit codes of damage"): each damage to a packed
 # directory of the real ExecuTorch programs gives one exit code from dump, diff (either side)
 # and pack (as input and as --base), the code of its problem identifier as verify --json
-# names it (5 for a file that is not there, 3 for any other damage), and verify exits 1; diff,
-# pack and verify print the same first line. Nothing is written by a refused pack, and with
-# --json every failing call prints one error document carrying that code.
+# names it (5 for a file that is not there, 3 for any other damage), and verify exits 1;
+# every command prints verify's first line. A program of the directory (DIR/prog.pte) is read
+# with its manifest record by every command, with the same outcome. Nothing is written by a
+# refused pack, and with --json every failing call prints one error document carrying that
+# code.
 import json
 import os
 import shutil
@@ -44,57 +46,111 @@ def edited_manifest(change):
     return damage
 
 
-# name: (damage, the problem identifier verify names first, whether dump sees it)
+def other_digest(text):
+    return ("1" if text[0] == "0" else "0") + text[1:]
+
+
+def program_record(change):
+    def edit(manifest):
+        change(next(p for p in manifest["programs"] if p["file"] == PROGRAM))
+    return edited_manifest(edit)
+
+
+# name: (damage, the problem identifier verify names first, whether it touches PROGRAM or a
+# shard it loads, so that DIR/PROGRAM is refused too)
 DAMAGES = {
     "missing_shard": (lambda d: os.remove(os.path.join(d, shard_of(d))), "file_missing", True),
-    "missing_program": (lambda d: os.remove(os.path.join(d, PROGRAM)), "file_missing", True),
+    "missing_program": (lambda d: os.remove(os.path.join(d, PROGRAM)), "file_missing", False),
+    "missing_manifest": (lambda d: os.remove(os.path.join(d, "manifest.json")), "file_missing",
+                         False),
     "truncated_program": (lambda d: os.truncate(os.path.join(d, PROGRAM), 100), "file_changed",
                           True),
     "changed_shard_byte": (lambda d: flip(os.path.join(d, shard_of(d)), 1000), "file_changed",
-                           False),
+                           True),
+    "program_digest_mismatch": (program_record(lambda p: p.update(sha256=other_digest(
+        p["sha256"]))), "file_changed", True),
     "stray_file": (lambda d: write(os.path.join(d, "stray.bin"), "x"), "file_stray", False),
     "manifest_not_json": (lambda d: write(os.path.join(d, "manifest.json"), "{not json"),
-                          "file_unreadable", True),
+                          "file_unreadable", False),
     "unknown_manifest_version": (edited_manifest(lambda m: m.update(version=9)),
-                                 "file_unreadable", True),
+                                 "file_unreadable", False),
 }
+
+
+def first_line(result):
+    return (result.err.splitlines() or [""])[0]
+
+
+def damaged_copy(ctx, good, name):
+    d = os.path.join(ctx.mkdir(name), "damaged")
+    shutil.copytree(good, d)
+    DAMAGES[name][0](d)
+    return d
+
+
+def expect_outcome(ctx, runs, code, line, name):
+    """Each command: the code, verify's first line, nothing written, one error document."""
+    for what, argv in runs.items():
+        result = ctx.run(*argv)
+        ctx.code(result, code, f"{name}: {what}")
+        first = first_line(result)
+        if what == "pack --base":  # verify's line, said to be about the base
+            first = first.replace(" (the base is damaged); nothing written", " (file changed)")
+        ctx.equal(first, line, f"{name}: {what}'s first line is verify's")
+        if argv[0] == "pack":
+            ctx.equal(os.listdir(os.path.dirname(argv[3])), [], f"{name}: {what} wrote nothing")
+        doc = ctx.run(*argv, "--json")
+        ctx.code(doc, code, f"{name}: {what} --json")
+        ctx.equal(doc.json()["error"]["code"], code, f"{name}: {what}: the error document")
 
 
 @suite.test
 def each_damage_gives_one_code_from_every_command(ctx):
     good = packed(ctx)
-    for name, (damage, problem, dump_sees_it) in DAMAGES.items():
-        d = os.path.join(ctx.mkdir(name), "damaged")
-        shutil.copytree(good, d)
-        damage(d)
+    for name, (_, problem, _) in DAMAGES.items():
+        d = damaged_copy(ctx, good, name)
         verified = ctx.run("verify", d, "--json")
         ctx.code(verified, 1, f"{name}: verify")
         ids = [p["id"] for p in verified.json()["problem_details"]]
         ctx.equal(ids[:1], [problem], f"{name}: verify's first problem")
-        code = damage_exit_code(problem)
-        line = ctx.run("verify", d).err.splitlines()[0]
         runs = {
+            "dump": ["dump", d],
             "diff A": ["diff", d, good],
             "diff B": ["diff", good, d],
             "pack": ["pack", d, "-o", os.path.join(ctx.mkdir(name + "-out"), "out")],
             "pack --base": ["pack", good, "-o", os.path.join(ctx.mkdir(name + "-new"), "new"),
                             "--base", d],
         }
-        if dump_sees_it:
-            runs["dump"] = ["dump", d]
-        for what, argv in runs.items():
-            result = ctx.run(*argv)
-            ctx.code(result, code, f"{name}: {what}")
-            first = (result.err.splitlines() or [""])[0]
-            if what == "pack --base":  # verify's line, said to be about the base
-                first = first.replace(" (the base is damaged); nothing written", " (file changed)")
-            if what != "dump":
-                ctx.equal(first, line, f"{name}: {what}'s first line is verify's")
-            if argv[0] == "pack":
-                ctx.equal(os.listdir(os.path.dirname(argv[3])), [], f"{name}: {what} wrote nothing")
-            doc = ctx.run(*argv, "--json")
-            ctx.code(doc, code, f"{name}: {what} --json")
-            ctx.equal(doc.json()["error"]["code"], code, f"{name}: {what}: the error document")
+        expect_outcome(ctx, runs, damage_exit_code(problem),
+                       first_line(ctx.run("verify", d)), name)
+        if name in ("changed_shard_byte", "stray_file"):  # what only hashing sees
+            loose = ctx.run("dump", d, "--no-hash")
+            ctx.code(loose, 0 if name == "changed_shard_byte" else 3, f"{name}: dump --no-hash")
+            if name == "changed_shard_byte":
+                ctx.check("files not hashed (--no-hash)" in loose.out + loose.err,
+                          f"{name}: dump --no-hash says what it did not check: {loose.err!r}")
+
+
+@suite.test
+def a_program_of_a_damaged_directory_gives_one_code_from_every_command(ctx):
+    """DIR/prog.pte is read with the manifest entries that describe it, by every command."""
+    good = packed(ctx)
+    for name, (_, _, touches_program) in DAMAGES.items():
+        if not touches_program:
+            continue
+        d = damaged_copy(ctx, good, name)
+        program = os.path.join(d, PROGRAM)
+        verified = ctx.run("verify", program, "--json")
+        ctx.code(verified, 1, f"{name}: verify DIR/{PROGRAM}")
+        problem = verified.json()["problem_details"][0]["id"]
+        runs = {
+            "dump": ["dump", program],
+            "diff A": ["diff", program, os.path.join(good, PROGRAM)],
+            "diff B": ["diff", os.path.join(good, PROGRAM), program],
+            "pack": ["pack", program, "-o", os.path.join(ctx.mkdir(name + "-one"), "one.pte")],
+        }
+        expect_outcome(ctx, runs, damage_exit_code(problem),
+                       first_line(ctx.run("verify", program)), f"{name} DIR/{PROGRAM}")
 
 
 if __name__ == "__main__":

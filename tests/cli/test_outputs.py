@@ -852,7 +852,8 @@ def repacking_corrupted_artifacts_is_refused(ctx):
             ctx.code(result, 3,
                      f"pack of corrupted {os.path.basename(copy)} -o {out}")
             if member:
-                ctx.equal(result.err, verified.err, "pack's error lines are verify's")
+                ctx.equal(result.err.splitlines(), verified.err.splitlines()[:1],
+                          "pack's error line is verify's first")
             ctx.check(not os.path.exists(os.path.join(work, out)),
                       f"pack of corrupted {os.path.basename(copy)} wrote {out}")
 

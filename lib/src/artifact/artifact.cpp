@@ -133,10 +133,10 @@ void load_directory(Artifact& a, ProgramForm form) {
     a.kind = ArtifactKind::pte_directory;
     for (const auto& entry : m.programs) {
       auto file = open_inside(paths.dir, entry.file, manifest_file->name());
-      if (file->size() != entry.size ||
-          to_hex(hash_ranges({ByteRange{file, 0, file->size()}}, 0).front()) != entry.sha256) {
-        fail_input("{}: size or SHA-256 differs from the manifest (corrupt input)", file->name());
-      }
+      if (file->size() != entry.size)
+        fail_input("{}", size_differs_line(file->name(), file->size(), entry.size));
+      if (to_hex(hash_ranges({ByteRange{file, 0, file->size()}}, 0).front()) != entry.sha256)
+        fail_input("{}", digest_differs_line(file->name()));
       a.pte_programs.push_back({entry.file, pte::read(file), entry.named_data});
     }
     load_shards(a, paths, m, manifest_file->name());
@@ -164,10 +164,12 @@ void load_graph_program(Artifact& a, const DirectoryPaths& paths, const Manifest
                program_file->size());
   }
   auto program_bytes = program_file->read_range(0, program_file->size());
-  if (program_bytes.size() != m.program.size || to_hex(sha256(program_bytes)) != m.program.sha256) {
-    fail_input("{}: size or SHA-256 differs from the manifest (corrupt input)",
-               program_file->name());
+  if (program_bytes.size() != m.program.size) {
+    fail_input("{}",
+               size_differs_line(program_file->name(), program_bytes.size(), m.program.size));
   }
+  if (to_hex(sha256(program_bytes)) != m.program.sha256)
+    fail_input("{}", digest_differs_line(program_file->name()));
   a.program_file_bytes = program_bytes.size();
   keep_program(a, read_program_buffer(std::move(program_bytes), program_file->name()), form);
 }
@@ -212,8 +214,7 @@ void load_pte(Artifact& a, const fs::path& path, const std::vector<fs::path>& da
     if (found.note) a.notes.push_back(std::move(*found.note));
   }
   for (const auto& source : sources) {
-    auto head = head_of(source);
-    if (head.size() < 8 || head.compare(4, 4, "FT01") != 0) {
+    if (identify(source) != ArtifactKind::ptd) {
       fail(ErrorCode::usage, "{}: data for a .pte program must be .ptd files", source.string());
     }
     merge_table(a.data, ptd::read_file(InputFile::open(source)).tensors, source.string());
@@ -313,13 +314,41 @@ InputFilePtr open_inside(const fs::path& dir, const std::string& name, const std
   return InputFile::open(path);
 }
 
+ArtifactKind identify(const fs::path& path) {
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status))
+    fail(ErrorCode::io, "{}: no such file or directory", path.string());
+  const auto filename = path.filename().string();
+  if (fs::is_directory(status) || filename == "manifest.json") {
+    return manifest_version_of(directory_paths(path).manifest) ==
+                   static_cast<uint64_t>(kManifestProgramsVersion)
+               ? ArtifactKind::pte_directory
+               : ArtifactKind::graph_directory;
+  }
+  if (ends_with(filename, ".safetensors.index.json")) return ArtifactKind::safetensors_index;
+  const auto head = fs::is_regular_file(status) ? head_of(path) : std::string();
+  if (head.size() >= 4 && head.compare(0, 4, "PK\x03\x04") == 0) return ArtifactKind::package;
+  if (head.size() >= 8 && head.compare(4, 4, "FT01") == 0) return ArtifactKind::ptd;
+  if (ends_with(filename, ".safetensors")) return ArtifactKind::safetensors;
+  if (pte::looks_like_pte(std::span(reinterpret_cast<const uint8_t*>(head.data()), head.size())) ||
+      path.extension() == ".pte") {
+    return ArtifactKind::pte;
+  }
+  return ArtifactKind::graph;
+}
+
 TensorTable load_data_file(const fs::path& path) {
-  auto name = path.filename().string();
-  if (ends_with(name, ".safetensors.index.json")) return safetensors::read_index(path);
-  auto head = head_of(path);
-  if (head.size() >= 8 && head.compare(4, 4, "FT01") == 0)
-    return ptd::read_file(InputFile::open(path)).tensors;
-  if (ends_with(name, ".safetensors")) return safetensors::read(InputFile::open(path)).tensors;
+  switch (identify(path)) {
+    case ArtifactKind::safetensors_index:
+      return safetensors::read_index(path);
+    case ArtifactKind::ptd:
+      return ptd::read_file(InputFile::open(path)).tensors;
+    case ArtifactKind::safetensors:
+      return safetensors::read(InputFile::open(path)).tensors;
+    default:
+      break;
+  }
   fail(ErrorCode::usage,
        "{}: unknown data file type (expected .safetensors, .safetensors.index.json or .ptd)",
        path.string());
@@ -330,49 +359,44 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
   Artifact a;
   a.name = path.string();
   a.root = path;
-  std::error_code ec;
-  auto status = fs::status(path, ec);
-  if (ec || !fs::exists(status)) fail(ErrorCode::io, "{}: no such file or directory", a.name);
-  auto filename = path.filename().string();
+  const auto kind = identify(path);
   auto no_data = [&] {
     if (!data_paths.empty()) {
       fail(ErrorCode::usage,
            "{}: @DATA gives a program its data files; this input carries its own data", a.name);
     }
   };
-  if (fs::is_directory(status) || filename == "manifest.json") {
-    no_data();
-    a.kind = ArtifactKind::graph_directory;
-    load_directory(a, form);
-    return a;
+  switch (kind) {
+    case ArtifactKind::graph_directory:
+    case ArtifactKind::pte_directory:
+      no_data();
+      a.kind = ArtifactKind::graph_directory;  // load_directory: the manifest's kind
+      load_directory(a, form);
+      return a;
+    case ArtifactKind::safetensors_index:
+      a.kind = kind;
+      a.data = safetensors::read_index(path);
+      return a;
+    case ArtifactKind::package:
+      no_data();
+      a.kind = kind;
+      load_package(a, form);
+      return a;
+    case ArtifactKind::ptd:
+      a.kind = kind;
+      a.data = ptd::read_file(InputFile::open(path)).tensors;
+      return a;
+    case ArtifactKind::safetensors:
+      a.kind = kind;
+      a.data = safetensors::read(InputFile::open(path)).tensors;
+      return a;
+    case ArtifactKind::pte:
+      load_pte(a, path, data_paths, use_default_data);
+      return a;
+    case ArtifactKind::graph:
+      break;
   }
-  if (ends_with(filename, ".safetensors.index.json")) {
-    a.kind = ArtifactKind::safetensors_index;
-    a.data = safetensors::read_index(path);
-    return a;
-  }
-  auto head = head_of(path);
-  if (head.size() >= 4 && head.compare(0, 4, "PK\x03\x04") == 0) {
-    no_data();
-    a.kind = ArtifactKind::package;
-    load_package(a, form);
-    return a;
-  }
-  if (head.size() >= 8 && head.compare(4, 4, "FT01") == 0) {
-    a.kind = ArtifactKind::ptd;
-    a.data = ptd::read_file(InputFile::open(path)).tensors;
-    return a;
-  }
-  if (ends_with(filename, ".safetensors")) {
-    a.kind = ArtifactKind::safetensors;
-    a.data = safetensors::read(InputFile::open(path)).tensors;
-    return a;
-  }
-  if (pte::looks_like_pte(std::span(reinterpret_cast<const uint8_t*>(head.data()), head.size())) ||
-      path.extension() == ".pte") {
-    load_pte(a, path, data_paths, use_default_data);
-    return a;
-  }
+  std::error_code ec;
   a.kind = ArtifactKind::graph;
   keep_program(a, read_program_file_buffer(path, &a.program_file_bytes), form);
   std::vector<fs::path> sources = data_paths;

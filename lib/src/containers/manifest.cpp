@@ -368,6 +368,14 @@ WeightMap weight_map_of(const Manifest& m, const std::vector<ShardKey>& sorted) 
   return map;
 }
 
+std::string size_differs_line(const std::string& file, uint64_t size, uint64_t recorded) {
+  return fmt::format("{}: size {} differs from the manifest's {}", file, size, recorded);
+}
+
+std::string digest_differs_line(const std::string& file) {
+  return fmt::format("{}: SHA-256 differs from the manifest (file changed)", file);
+}
+
 std::optional<uint64_t> manifest_version_of(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;

@@ -160,13 +160,16 @@ ArtifactDiff diff_artifacts(const DiffSide& a, const DiffSide& b, unsigned jobs,
                             const std::optional<MethodPair>& method) {
   // A packed directory is compared on its manifest's digests, so it is first
   // checked whole, as verify checks it: a damaged side is an error, never a verdict.
+  std::vector<std::string> checked;
   for (const auto* side : {&a, &b}) {
-    if (side->data.empty())
-      detail::check_packed_directory(side->path, jobs);
+    if (!side->data.empty()) continue;
+    for (auto& note : detail::check_before_use(side->path, jobs))
+      checked.push_back(std::move(note));
   }
   auto left = load_artifact(a.path, a.data);
   auto right = load_artifact(b.path, b.data);
   ArtifactDiff d;
+  d.notes = std::move(checked);
   d.a = left.name;
   d.b = right.name;
   for (const auto* side : {&left, &right}) {

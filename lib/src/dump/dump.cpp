@@ -18,6 +18,7 @@
 #include "base/ordered_cursor.h"
 #include "hash/parallel_hash.h"
 #include "ptepack/io/progress.h"
+#include "verify/directory_check.h"
 
 namespace ptepack {
 namespace detail {
@@ -306,7 +307,12 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
                    const TextOut& write) {
   using namespace detail;  // NOLINT: the collection helpers and types of this command
   Sink out(write, options.json ? 0 : options.width);
+  // Read as every command reads it: a packed directory, or a program its manifest lists,
+  // checked against the manifest first (check_before_use; --no-hash: the structure only).
+  std::vector<std::string> checked;
+  if (options.data.empty()) checked = check_before_use(path, options.jobs, !options.no_hash);
   auto artifact = load_artifact(path, options.data);
+  artifact.notes.insert(artifact.notes.end(), checked.begin(), checked.end());
   if (options.graph_dot) {
     if (!artifact.program && artifact.pte_programs.empty()) {
       fail(ErrorCode::usage, "{}: a {} holds no program to draw (--graph=dot)", artifact.name,

@@ -22,16 +22,21 @@ void DirectoryInputs::reserve(size_t inputs, unsigned jobs) {
   jobs_ = jobs;
 }
 
-void DirectoryInputs::check_structure(size_t slot, const std::filesystem::path& path) {
-  if (!has_checkable_manifest(path)) return;  // not a packed directory: the reader says why
+void DirectoryInputs::check_structure(size_t slot, const std::filesystem::path& path,
+                                      bool default_data) {
+  if (!has_checkable_manifest(path)) {
+    // A program of a packed directory, loaded with the shards its manifest lists, is
+    // checked against that record first; any other input's reader says what is wrong.
+    if (default_data) (void)check_before_use(path, jobs_);
+    return;
+  }
   auto s = std::make_unique<Slot>();
   s->options.jobs = jobs_;
   s->options.tensors = true;  // pack takes each tensor's digest from the manifest
   s->check = std::make_unique<DirectoryCheck>(path, s->options, s->report);
-  // Refused with every line verify would print: the bytes too, when the
-  // structure already has problems and the manifest could be read.
-  if (s->check->structure() && !s->report.problems.empty()) s->check->bytes(nullptr);
-  raise_problems(s->report);
+  // Refused with the first problem verify would list (a structure problem comes first).
+  s->check->structure();
+  raise_first_problem(s->report);
   slots_.at(slot) = std::move(s);
 }
 
@@ -47,7 +52,7 @@ void DirectoryInputs::check_bytes(Progress* progress) {
   for (const auto& s : slots_) {
     if (!s) continue;
     s->check->bytes(progress);
-    raise_problems(s->report);
+    raise_first_problem(s->report);
   }
 }
 

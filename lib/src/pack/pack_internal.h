@@ -244,8 +244,10 @@ class DirectoryInputs {
   // Sizes the list for `inputs` slots (each filled by at most one thread).
   void reserve(size_t inputs, unsigned jobs);
   // When `path` is a packed directory or its manifest: its structure checks;
-  // throws verify_failed with their problems.
-  void check_structure(size_t slot, const std::filesystem::path& path);
+  // throws with their problems. A program its directory's manifest lists, read
+  // with the shards listed for it (`default_data`: no @DATA given): checked
+  // against that record (check_before_use).
+  void check_structure(size_t slot, const std::filesystem::path& path, bool default_data);
   [[nodiscard]] uint64_t hash_total() const;
   // Every checked directory's bytes; throws verify_failed with the problems.
   void check_bytes(Progress* progress);

@@ -34,7 +34,7 @@ void load_inputs(const PackOptions& options, PteInputs& in) {
     const auto& spec = options.inputs[i];
     const auto& text = spec.text;
     if (spec.method) check_method_name(*spec.method, text);
-    in.directories.check_structure(i, spec.path);
+    in.directories.check_structure(i, spec.path, spec.data.empty());
     auto artifact = load_artifact(spec.path, spec.data);
     if (artifact.pte_programs.empty()) {
       fail(ErrorCode::usage, "{}: a {} cannot be packed together with .pte programs", artifact.name,
@@ -135,17 +135,9 @@ std::unique_ptr<PteMerge> merge_pte_sources(const PackOptions& options, const Pt
 
 bool holds_pte(const fs::path& path) {
   std::error_code ec;
-  auto status = fs::status(path, ec);
-  if (ec || !fs::exists(status)) return false;
-  if (fs::is_directory(status) || path.filename() == "manifest.json") {
-    // One that cannot be read is left to the program-graph front end, whose reader says why.
-    return manifest_version_of(directory_paths(path).manifest) ==
-           static_cast<uint64_t>(kManifestProgramsVersion);
-  }
-  if (!fs::is_regular_file(status)) return false;
-  auto file = InputFile::open(path);
-  if (file->size() < 8) return false;
-  return pte::looks_like_pte(file->read_range(0, 8));
+  if (!fs::exists(path, ec)) return false;  // the program-graph front end's reader says so
+  const auto kind = identify(path);
+  return kind == ArtifactKind::pte || kind == ArtifactKind::pte_directory;
 }
 
 }  // namespace ptepack::detail

@@ -9,27 +9,50 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
+#include <string>
+#include <vector>
 
+#include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
 #include "ptepack/containers/manifest.h"
 #include "ptepack/verify/verify.h"
 
 namespace ptepack::detail {
 
-// Throws Error whose message is the report's problems, one line each (pack and diff
-// refuse a damaged directory with verify's words), its code `code` or else the first
+// Throws Error whose message is the report's problems, one line each (sign refuses a
+// damaged directory with every line verify prints), its code `code` or else the first
 // problem's problem_exit_code.
 void raise_problems(const VerifyReport& report, std::optional<ErrorCode> code = std::nullopt);
+// The strict reader's outcome (dump, diff, pack): the first problem verify would list, its
+// line and its problem_exit_code; `verify` lists the rest.
+void raise_first_problem(const VerifyReport& report);
 
-// True when `path` is a directory (or a manifest.json) whose manifest is a regular file:
-// what pack and diff check before reading. A manifest that is missing or not a regular
-// file (a FIFO, a device) is left to the reader, which refuses it as I/O (exit 5) before
-// any check, as it refuses any input that cannot be read as a file.
+// True when `path` is a directory (or a manifest.json in one) whose manifest is a regular
+// file or missing: what dump, diff and pack check before reading (a missing manifest is
+// then refused with verify's line, file_missing). A manifest that is there but not a
+// regular file (a FIFO, a device) is left to the reader, which refuses it as I/O (exit 5)
+// before any check, as it refuses any input that cannot be read as a file.
 bool has_checkable_manifest(const std::filesystem::path& path);
 
-// When has_checkable_manifest(path): both steps of the check, then
-// raise_problems(report). Nothing for any other path.
-void check_packed_directory(const std::filesystem::path& path, unsigned jobs);
+// The one integrity step every command runs on an artifact before it uses it (dump, diff
+// and pack; verify runs the same checks, collecting every problem): a packed directory is
+// checked as verify checks it (both steps; with `hash` false the structure only, and a note
+// says its bytes were not checked), a program its directory's manifest lists is checked
+// against that record (check_against_record), then raise_problems(report). Returns the
+// check's notes. Nothing for any other path.
+[[nodiscard]] std::vector<std::string> check_before_use(const std::filesystem::path& path,
+                                                        unsigned jobs, bool hash = true);
+
+// A program its directory's manifest lists (verify DIR/prog.pte, the check a device makes
+// on the one program it runs): the program file and every shard listed for it against the
+// size and SHA-256 the manifest records, each file hashed once (with `hash` false, the
+// sizes only). Problems and a note go to the report; returns the listed shards that are
+// missing (reported here).
+std::set<std::filesystem::path> check_against_record(const InputFilePtr& program,
+                                                     const DefaultProgramData::Record& record,
+                                                     const VerifyOptions& options,
+                                                     VerifyReport& report, bool hash = true);
 
 // Signed releases (verify_signature.cpp): options that need --public-key refused
 // without it (usage), and a checked directory's signature and release number.
@@ -55,6 +78,10 @@ class DirectoryCheck {
   // them with the manifest; then the program checks' problems. Only after
   // structure() returned true.
   void bytes(Progress* progress);
+  // After structure(), instead of bytes(): the program files of a directory of programs
+  // alone, hashed and compared with the manifest (pack --base, which copies the shards it
+  // keeps while it hashes them).
+  void program_bytes();
   // The manifest read by structure(), or nullptr when it could not be read.
   [[nodiscard]] const Manifest* manifest() const;
   // After structure(): shard i of the manifest as it was opened and read (a

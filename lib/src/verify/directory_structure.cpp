@@ -188,15 +188,14 @@ void DirectoryCheck::State::read_program() {
     ++report.files_checked;
     if (file->size() != m.program.size) {
       problems.push_back({ProblemId::file_changed, file->name(),
-                          fmt::format("{}: size {} differs from the manifest's {}", file->name(),
-                                      file->size(), m.program.size)});
+                          size_differs_line(file->name(), file->size(), m.program.size)});
     }
     if (file->size() > Limits::max_program_bytes) fail_input("{}: program too large", file->name());
     auto bytes = file->read_range(0, file->size());
     report.bytes_hashed += bytes.size();
     if (to_hex(sha256(bytes)) != m.program.sha256) {
       problems.push_back({ProblemId::file_changed, file->name(),
-                          fmt::format("{}: SHA-256 differs from the manifest", file->name())});
+                          digest_differs_line(file->name())});
     }
     program = read_program_buffer(std::move(bytes), file->name());
   });
@@ -218,8 +217,7 @@ void DirectoryCheck::State::read_shards() {
       auto file = open_inside(paths.dir, s.file, mname);
       if (file->size() != s.size) {
         out.push_back({ProblemId::file_changed, file->name(),
-                       fmt::format("{}: size {} differs from the manifest's {}", file->name(),
-                                   file->size(), s.size)});
+                       size_differs_line(file->name(), file->size(), s.size)});
       }
       // Recorded shard options hold for every shard (docs/manifest.md).
       if (m.shard_prefix && !s.file.starts_with(*m.shard_prefix + "-")) {
@@ -411,8 +409,7 @@ void DirectoryCheck::State::check_program_entries() {
       ++report.files_checked;
       if (file->size() != entry.size) {
         problems.push_back({ProblemId::file_changed, file->name(),
-                            fmt::format("{}: size {} differs from the manifest's {}", file->name(),
-                                        file->size(), entry.size)});
+                            size_differs_line(file->name(), file->size(), entry.size)});
       }
       program_files[p] = file;
       if (!wanted_program[p]) return;  // present, not asked for: its size and digest only

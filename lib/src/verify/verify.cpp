@@ -180,57 +180,6 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
   check_duplicates(name, data, aliases, keys, options, report);
 }
 
-// A program its directory's manifest lists (verify DIR/prog.pte, the check a
-// device makes on the one program it runs): the program file and every shard
-// listed for it against the size and SHA-256 the manifest records, each file
-// hashed once. Returns the listed shards that are missing (reported here).
-std::set<fs::path> check_against_record(const InputFilePtr& program,
-                                        const DefaultProgramData::Record& record,
-                                        const VerifyOptions& options, VerifyReport& report) {
-  auto& problems = report.problems;
-  const auto manifest = record.manifest.string();
-  const auto dir = record.manifest.parent_path();
-  std::vector<std::pair<InputFilePtr, std::pair<std::string, uint64_t>>> files{
-      {program, {record.program.sha256, record.program.size}}};
-  std::set<fs::path> missing;
-  for (size_t k = 0; k < record.program.shards.size(); ++k) {
-    const auto path = dir / record.program.shards[k];
-    std::error_code ec;
-    if (!record.shards[k]) {
-      problems.push_back({ProblemId::manifest_inconsistent, manifest,
-                          fmt::format("{}: {} lists shard {}, which its shards do not", manifest,
-                                      record.program.file, record.program.shards[k])});
-    } else if (!fs::is_regular_file(path, ec)) {
-      missing.insert(path);
-      problems.push_back({ProblemId::file_missing, path.string(),
-                          fmt::format("{}: missing (listed for {} in {})", path.string(),
-                                      record.program.file, manifest)});
-    } else {
-      files.push_back({InputFile::open(path), {record.shards[k]->sha256, record.shards[k]->size}});
-    }
-  }
-  std::vector<ByteRange> whole;
-  for (const auto& [file, expected] : files) whole.push_back({file, 0, file->size()});
-  const auto digests = hash_ranges(whole, options.jobs);
-  for (size_t i = 0; i < files.size(); ++i) {
-    const auto& [file, expected] = files[i];
-    report.bytes_hashed += file->size();
-    if (file->size() != expected.second) {
-      problems.push_back({ProblemId::file_changed, file->name(),
-                          fmt::format("{}: size {} differs from the manifest's {}", file->name(),
-                                      file->size(), expected.second)});
-    } else if (to_hex(digests[i]) != expected.first) {
-      problems.push_back({ProblemId::file_changed, file->name(),
-                          fmt::format("{}: SHA-256 differs from the manifest (file changed)",
-                                      file->name())});
-    }
-  }
-  report.notes.push_back(fmt::format("{}: checked against {}: the program and its {} data files, "
-                                     "by size and SHA-256",
-                                     program->name(), manifest, record.program.shards.size()));
-  return missing;
-}
-
 // A .pte and the data files it is loaded with (PATH@DATA, or the same-stem
 // .ptd when it has EXTERNAL tensors), each read on its own: every EXTERNAL key
 // must be in exactly one of them with the layout the runtime demands.
@@ -256,7 +205,7 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
     if (found.named_keys) named_keys = std::move(*found.named_keys);
     if (found.note) report.notes.push_back(fmt::format("{}: {}", file->name(), *found.note));
     if (found.record) {
-      missing = check_against_record(file, *found.record, options, report);
+      missing = detail::check_against_record(file, *found.record, options, report);
       checked_whole = true;
     }
     if (found.manifest_problem) {  // a device cannot check the program against it
@@ -309,21 +258,16 @@ void check_inputs(const fs::path& path, const VerifyOptions& options) {
       fail(ErrorCode::io, "{}: no such data file", source.string());
   }
   if (options.data.empty()) return;
-  auto head_of = [](const fs::path& p) {
-    auto f = InputFile::open(p);
-    return f->read_range(0, std::min<uint64_t>(f->size(), 8));
-  };
-  const bool directory = fs::is_directory(path, missing) || path.filename() == "manifest.json";
-  const auto head = directory ? std::vector<uint8_t>() : head_of(path);
-  if (directory || (head.size() >= 4 && head[0] == 'P' && head[1] == 'K')) {
+  const auto kind = identify(path);
+  if (kind == ArtifactKind::graph_directory || kind == ArtifactKind::pte_directory ||
+      kind == ArtifactKind::package) {
     fail(ErrorCode::usage,
          "{}: @DATA gives a program its data files; this input carries its own data",
          path.string());
   }
-  if (pte::looks_like_pte(head) || path.extension() == ".pte") {
+  if (kind == ArtifactKind::pte) {
     for (const auto& source : options.data) {
-      auto data = head_of(source);
-      if (data.size() < 8 || std::string(data.begin() + 4, data.end()) != "FT01")
+      if (identify(source) != ArtifactKind::ptd)
         fail(ErrorCode::usage, "{}: data for a .pte program must be .ptd files", source.string());
     }
   }
@@ -375,7 +319,8 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
   try {
     std::error_code ec;
     auto filename = path.filename().string();
-    if (fs::is_directory(path, ec) || filename == "manifest.json") {
+    const auto kind = identify(path);
+    if (kind == ArtifactKind::graph_directory || kind == ArtifactKind::pte_directory) {
       report.kind = std::string(artifact_kind_name(ArtifactKind::graph_directory));
       verify_directory(path, options, report);
       return report;
@@ -399,16 +344,14 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
            "one)",
            path.string());
     }
-    auto file = InputFile::open(path);
-    auto head = file->read_range(0, std::min<uint64_t>(file->size(), 8));
-    if (head.size() >= 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4) {
-      report.kind = std::string(artifact_kind_name(ArtifactKind::package));
+    if (kind == ArtifactKind::package) {
+      report.kind = std::string(artifact_kind_name(kind));
       verify_package(path, options, report);
       return report;
     }
-    if (pte::looks_like_pte(head) || path.extension() == ".pte") {
-      report.kind = std::string(artifact_kind_name(ArtifactKind::pte));
-      verify_pte(file, options, report);
+    if (kind == ArtifactKind::pte) {
+      report.kind = std::string(artifact_kind_name(kind));
+      verify_pte(InputFile::open(path), options, report);
       return report;
     }
     verify_other(path, options, report);

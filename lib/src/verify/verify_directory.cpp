@@ -118,7 +118,7 @@ void DirectoryCheck::State::hash_and_compare(Progress* progress) {
       changed.insert(c.file.get());
       problems.push_back(
           {ProblemId::file_changed, c.file->name(),
-           fmt::format("{}: SHA-256 differs from the manifest (file changed)", c.file->name())});
+           digest_differs_line(c.file->name())});
     }
     const auto suffix = shard_file_name("", hex, m.shard_format);
     if (!s.file.ends_with(suffix)) {
@@ -128,14 +128,7 @@ void DirectoryCheck::State::hash_and_compare(Progress* progress) {
     }
   }
   for (size_t p = 0; p < program_files.size(); ++p) {
-    const auto& f = program_files[p];
-    if (!f) continue;
-    report.bytes_hashed += f->size();
-    if (to_hex(digests[next++]) != m.programs[p].sha256) {
-      changed.insert(f.get());
-      problems.push_back({ProblemId::file_changed, f->name(),
-                          fmt::format("{}: SHA-256 differs from the manifest", f->name())});
-    }
+    if (program_files[p]) compare_program(p, digests[next++], changed);
   }
   if (options.tensors) {
     compare_tensors(std::vector<Digest>(digests.begin() + static_cast<ptrdiff_t>(next),
@@ -143,6 +136,17 @@ void DirectoryCheck::State::hash_and_compare(Progress* progress) {
                     ranges.size(), nullptr);
   } else {
     compare_tensors({}, ranges.size(), &changed);
+  }
+}
+
+// Program file p (of a directory of programs) against its record.
+void DirectoryCheck::State::compare_program(size_t p, const Digest& digest,
+                                            std::set<const InputFile*>& changed) {
+  const auto& f = program_files[p];
+  report.bytes_hashed += f->size();
+  if (to_hex(digest) != m.programs[p].sha256) {
+    changed.insert(f.get());
+    problems.push_back({ProblemId::file_changed, f->name(), digest_differs_line(f->name())});
   }
 }
 
@@ -238,6 +242,20 @@ uint64_t DirectoryCheck::hash_total() const {
   return total;
 }
 
+void DirectoryCheck::program_bytes() {
+  auto& s = *state_;
+  std::vector<ByteRange> whole;
+  for (const auto& f : s.program_files) {
+    if (f) whole.push_back({f, 0, f->size()});
+  }
+  const auto digests = hash_ranges(whole, s.options.jobs);
+  std::set<const InputFile*> changed;
+  size_t next = 0;
+  for (size_t p = 0; p < s.program_files.size(); ++p) {
+    if (s.program_files[p]) s.compare_program(p, digests[next++], changed);
+  }
+}
+
 void DirectoryCheck::bytes(Progress* progress) {
   auto& s = *state_;
   s.start_program_checks();
@@ -254,21 +272,21 @@ void raise_problems(const VerifyReport& report, std::optional<ErrorCode> code) {
   throw Error(code.value_or(problem_exit_code(report.problems.front().id)), lines);
 }
 
+void raise_first_problem(const VerifyReport& report) {
+  if (report.problems.empty()) return;
+  const auto& first = report.problems.front();
+  throw Error(problem_exit_code(first.id), first.text);
+}
+
 bool has_checkable_manifest(const fs::path& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec) && path.filename() != "manifest.json") return false;
-  return fs::is_regular_file(directory_paths(path).manifest, ec);
-}
-
-void check_packed_directory(const fs::path& path, unsigned jobs) {
-  if (!has_checkable_manifest(path)) return;
-  VerifyOptions options;
-  options.jobs = jobs;
-  options.tensors = true;
-  VerifyReport report;
-  DirectoryCheck check(path, options, report);
-  if (check.structure()) check.bytes(nullptr);
-  raise_problems(report);
+  const auto paths = directory_paths(path);
+  if (!fs::is_directory(paths.dir, ec)) return false;
+  // A missing manifest is the check's to report (verify's line and identifier); one that
+  // is there but not a regular file (a FIFO, a device) is left to the reader.
+  return fs::is_regular_file(paths.manifest, ec) ||
+         !fs::exists(fs::symlink_status(paths.manifest, ec));
 }
 
 }  // namespace ptepack::detail

@@ -370,8 +370,8 @@ TEST_CASE("a corrupt input stops a directory written while hashing, leaving noth
     (void)pack(options);
     FAIL("a corrupt input was packed");
   } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::invalid_input);  // tensor_bytes (docs/problems.md)
-    CHECK_THAT(e.what(), Catch::Contains("bytes do not match the manifest's SHA-256"));
+    CHECK(e.code() == ErrorCode::invalid_input);  // file_changed (docs/problems.md)
+    CHECK_THAT(e.what(), Catch::Contains("SHA-256 differs from the manifest (file changed)"));
   }
   CHECK((test::directory_files(dir.path()) == before));  // no output, no temporary
 }

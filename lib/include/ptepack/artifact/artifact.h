@@ -27,6 +27,15 @@ enum class ArtifactKind {
 
 [[nodiscard]] std::string_view artifact_kind_name(ArtifactKind kind);
 
+// What `path` is: the one place that looks at an input to decide its kind (every command,
+// pack's routing included, switches on this answer; docs/architecture.md). A directory or
+// a manifest.json is a packed directory, of programs when its manifest says version 2
+// (one that cannot be read counts as a program graph's: its reader says why); then, by
+// content, a ZIP (.ptn package), a FlatTensor (.ptd) or an ExecuTorch program; by name,
+// a safetensors index, a safetensors file or a `.pte`; anything else a program graph.
+// Throws Error (io) when nothing is there.
+[[nodiscard]] ArtifactKind identify(const std::filesystem::path& path);
+
 struct Artifact {
   ArtifactKind kind = ArtifactKind::graph;
   std::string name;                       // as given, for messages

@@ -153,6 +153,12 @@ void write_manifest_json(const Manifest& manifest,
 // Limits::max_manifest_bytes holding JSON with one; nothing otherwise (the
 // reader that opens it says why). How a front end tells the two kinds apart.
 [[nodiscard]] std::optional<uint64_t> manifest_version_of(const std::filesystem::path& path);
+
+// The lines every command prints for a file that is not the one its manifest records
+// (verify's file_changed; docs/problems.md), worded once: its size, then its SHA-256.
+[[nodiscard]] std::string size_differs_line(const std::string& file, uint64_t size,
+                                            uint64_t recorded);
+[[nodiscard]] std::string digest_differs_line(const std::string& file);
 // The top-level `version` of a manifest's text, parsed as JSON (any layout: re-indented or
 // minified by another tool), or nullopt when the text is no JSON object with an unsigned
 // integer `version`. Decides which front end reads a packed directory.

@@ -87,7 +87,7 @@ struct ArtifactDiff {
 // hashed with `jobs` threads; a packed directory is first checked whole as
 // verify checks it (every file and tensor against its manifest), and then
 // compared on the manifest's digests. Throws Error when either side cannot be
-// read or is damaged (invalid_input, with verify's problem lines), or when a
+// read or is damaged (the first problem verify lists, with its exit code), or when a
 // program's EXTERNAL tensor or named data cannot be resolved (invalid_input).
 //
 // With `method` (`diff --method M` or `M=N`), both sides are .pte artifacts and
