@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 
@@ -16,6 +17,16 @@
 #include "verify/directory_check.h"
 
 namespace ptepack {
+namespace {
+
+std::string key_aspects_text(const std::vector<KeyAspect>& aspects) {
+  std::vector<std::string_view> names;
+  for (auto a : aspects) names.push_back(key_aspect_name(a));
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+}  // namespace
+
 namespace {
 
 // What diff compares of a program graph or data file.
@@ -102,9 +113,9 @@ void diff_graphs(const Artifact& a, const Artifact& b, unsigned jobs, ArtifactDi
       },
       [&](const auto& x, const auto& y) {
         KeyChange change{x.first, Change::changed, {}, x.second, y.second};
-        if (x.second.sha256 != y.second.sha256) change.changes.emplace_back("bytes");
-        if (x.second.dtype != y.second.dtype) change.changes.emplace_back("dtype");
-        if (x.second.shape != y.second.shape) change.changes.emplace_back("shape");
+        if (x.second.sha256 != y.second.sha256) change.changes.push_back(KeyAspect::bytes);
+        if (x.second.dtype != y.second.dtype) change.changes.push_back(KeyAspect::dtype);
+        if (x.second.shape != y.second.shape) change.changes.push_back(KeyAspect::shape);
         if (!change.changes.empty()) d.keys.push_back(std::move(change));
       });
   std::set_difference(right.state.begin(), right.state.end(), left.state.begin(), left.state.end(),
@@ -112,24 +123,24 @@ void diff_graphs(const Artifact& a, const Artifact& b, unsigned jobs, ArtifactDi
   std::set_difference(left.state.begin(), left.state.end(), right.state.begin(), right.state.end(),
                       std::back_inserter(d.state_removed));
   // Every verdict of "differ" lists what differs, in the one list every artifact kind has.
-  auto add = [&](std::string method, std::string what, std::string text) {
+  auto add = [&](std::string method, DifferenceKind what, std::string text) {
     if (d.differences.size() >= ArtifactDiff::kMaxDifferences) {
       ++d.differences_omitted;
       return;
     }
-    d.differences.push_back({"", std::move(method), std::move(what), std::move(text)});
+    d.differences.push_back({"", std::move(method), what, std::move(text)});
   };
   for (const auto& m : d.methods) {
-    add(m.method, "method", fmt::format("method {}", change_name(m.change)));
+    add(m.method, DifferenceKind::method, fmt::format("method {}", change_name(m.change)));
   }
   for (const auto& k : d.keys) {
-    add("", "key", k.change == Change::changed
-                       ? fmt::format("key {}: {} changed", quote(k.key), fmt::join(k.changes, ", "))
+    add("", DifferenceKind::key, k.change == Change::changed
+                       ? fmt::format("key {}: {} changed", quote(k.key), key_aspects_text(k.changes))
                        : fmt::format("key {} {}", quote(k.key), change_name(k.change)));
   }
-  for (const auto& n : d.state_added) add("", "state", fmt::format("state key {} added", quote(n)));
+  for (const auto& n : d.state_added) add("", DifferenceKind::state, fmt::format("state key {} added", quote(n)));
   for (const auto& n : d.state_removed) {
-    add("", "state", fmt::format("state key {} removed", quote(n)));
+    add("", DifferenceKind::state, fmt::format("state key {} removed", quote(n)));
   }
 }
 
@@ -149,6 +160,19 @@ std::string_view change_name(Change change) {
       return "changed";
   }
   return "";
+}
+
+// The JSON and text names of the enums, one table each.
+std::string_view key_aspect_name(KeyAspect aspect) {
+  static constexpr std::array<std::string_view, 3> kNames = {"bytes", "dtype", "shape"};
+  return kNames.at(static_cast<size_t>(aspect));
+}
+
+std::string_view difference_kind_name(DifferenceKind kind) {
+  static constexpr std::array<std::string_view, 10> kNames = {
+      "plan",       "value",   "chain",  "instruction", "delegate",
+      "named_data", "program", "method", "key",         "state"};
+  return kNames.at(static_cast<size_t>(kind));
 }
 
 bool ArtifactDiff::equivalent() const {
@@ -189,7 +213,7 @@ ArtifactDiff diff_artifacts(const DiffSide& a, const DiffSide& b, unsigned jobs,
     detail::diff_programs(left, right, jobs, d);
   } else if (holds_pte(left) || holds_pte(right)) {
     d.differences.push_back(
-        {"", "", "program",
+        {"", "", DifferenceKind::program,
          fmt::format("{} is a {}, {} a {}: they share no computation", d.a,
                      artifact_kind_name(left.kind), d.b, artifact_kind_name(right.kind))});
   } else {

@@ -194,16 +194,16 @@ void compare_named(const Resolved& a, const Resolved& b, const RangeDigests& dig
   for (const auto& [key, x] : a.named) {
     auto it = b.named.find(key);
     if (it == b.named.end()) {
-      report.add("named_data",
+      report.add(DifferenceKind::named_data,
                  fmt::format("named data {} removed ({} B)", quote(key), grouped(x.range.size)));
     } else if (digest_of(x, digests) != digest_of(it->second, digests)) {
-      report.add("named_data", fmt::format("named data {}: bytes changed ({} B)", quote(key),
+      report.add(DifferenceKind::named_data, fmt::format("named data {}: bytes changed ({} B)", quote(key),
                                            grouped(it->second.range.size)));
     }
   }
   for (const auto& [key, y] : b.named) {
     if (!a.named.count(key)) {
-      report.add("named_data",
+      report.add(DifferenceKind::named_data,
                  fmt::format("named data {} added ({} B)", quote(key), grouped(y.range.size)));
     }
   }
@@ -221,7 +221,7 @@ void compare_pair(const Resolved& ra, const Resolved& rb, const RangeDigests& di
   if (!a.not_rewritable.empty() || !b.not_rewritable.empty()) {
     if (a.flatbuffer != b.flatbuffer) {
       const auto& reasons = a.not_rewritable.empty() ? b.not_rewritable : a.not_rewritable;
-      whole.add("program", fmt::format("cannot be compared field by field ({}) and the programs' "
+      whole.add(DifferenceKind::program, fmt::format("cannot be compared field by field ({}) and the programs' "
                                        "bytes differ",
                                        fmt::join(reasons, "; ")));
     }
@@ -351,7 +351,7 @@ void diff_programs(const Artifact& a, const Artifact& b, unsigned jobs, Artifact
     if (p == nullptr || q == nullptr) {
       const ProgramFile* only = q ? q : p;
       Reporter whole(out, only->file, "");
-      whole.add("program", q ? "program added" : "program removed");
+      whole.add(DifferenceKind::program, q ? "program added" : "program removed");
       for (const auto& plan : only->program.plans)
         out.methods.push_back({only->file, plan, q ? Change::added : Change::removed});
       continue;

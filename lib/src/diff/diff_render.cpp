@@ -18,11 +18,11 @@ std::string where(const std::string& program, const std::string& method) {
 
 std::string key_change_text(const KeyChange& c) {
   std::vector<std::string> parts;
-  for (const auto& what : c.changes) {
-    if (what == "bytes") {
+  for (const auto what : c.changes) {
+    if (what == KeyAspect::bytes) {
       parts.push_back(
           fmt::format("bytes {} -> {}", c.a->sha256.substr(0, 12), c.b->sha256.substr(0, 12)));
-    } else if (what == "dtype") {
+    } else if (what == KeyAspect::dtype) {
       parts.push_back(
           fmt::format("dtype {} -> {}", dtype_name(c.a->dtype), dtype_name(c.b->dtype)));
     } else {
@@ -142,15 +142,17 @@ std::string render_diff_json(const ArtifactDiff& d) {
     } else if (k.change == Change::removed) {
       keys_removed.push_back(k.key);
     } else {
+      json changes = json::array();
+      for (const auto aspect : k.changes) changes.push_back(std::string(key_aspect_name(aspect)));
       keys_changed.push_back(
-          {{"key", k.key}, {"changes", k.changes}, {"a", side(k.a)}, {"b", side(k.b)}});
+          {{"key", k.key}, {"changes", changes}, {"a", side(k.a)}, {"b", side(k.b)}});
     }
   }
   json differences = json::array();
   for (const auto& x : d.differences) {
     differences.push_back({{"program", text_or_null(x.program)},
                            {"method", text_or_null(x.method)},
-                           {"what", x.what},
+                           {"what", std::string(difference_kind_name(x.what))},
                            {"text", x.text}});
   }
   json files = nullptr;

@@ -80,8 +80,8 @@ class PlanComparer {
 
   void run() {
     align_ = align_plans(p_);
-    value_list("plan", "", "inputs", p_.x.inputs(), p_.y.inputs());
-    value_list("plan", "", "outputs", p_.x.outputs(), p_.y.outputs());
+    value_list(DifferenceKind::plan, "", "inputs", p_.x.inputs(), p_.y.inputs());
+    value_list(DifferenceKind::plan, "", "outputs", p_.x.outputs(), p_.y.outputs());
     container_metadata();
     values();
     chains();
@@ -110,7 +110,7 @@ class PlanComparer {
   }
 
   template <typename T>
-  void value_list(std::string_view what, const std::string& at, std::string_view name,
+  void value_list(DifferenceKind what, const std::string& at, std::string_view name,
                   const fb::Vector<T>* x, const fb::Vector<T>* y) {
     if (same_values(x, y)) return;
     report_.add(what, fmt::format("{}{} {} -> {}", at, name, list_text(x), list_text(y)));
@@ -120,15 +120,15 @@ class PlanComparer {
     const auto* m = p_.x.container_meta_type();
     const auto* n = p_.y.container_meta_type();
     if ((m == nullptr) != (n == nullptr)) {
-      report_.add("plan", fmt::format("container_meta_type {} -> {}", m ? "present" : "absent",
+      report_.add(DifferenceKind::plan, fmt::format("container_meta_type {} -> {}", m ? "present" : "absent",
                                       n ? "present" : "absent"));
       return;
     }
     if (m == nullptr) return;
     if (!same_string(m->encoded_inp_str(), n->encoded_inp_str()))
-      report_.add("plan", "container_meta_type: encoded_inp_str changed (input structure)");
+      report_.add(DifferenceKind::plan, "container_meta_type: encoded_inp_str changed (input structure)");
     if (!same_string(m->encoded_out_str(), n->encoded_out_str()))
-      report_.add("plan", "container_meta_type: encoded_out_str changed (output structure)");
+      report_.add(DifferenceKind::plan, "container_meta_type: encoded_out_str changed (output structure)");
   }
 
   void values() {
@@ -139,7 +139,7 @@ class PlanComparer {
     std::optional<uint32_t> last;
     for (uint32_t v = 0; v < in_b.size(); ++v) {
       if (!in_b[v]) {
-        report_.add("value", fmt::format("value {} removed ({})", v,
+        report_.add(DifferenceKind::value, fmt::format("value {} removed ({})", v,
                                          value_summary(p_.x, static_cast<int32_t>(v))));
         continue;
       }
@@ -152,12 +152,12 @@ class PlanComparer {
     }
     for (uint32_t w = 0; w < in_a.size(); ++w) {
       if (!in_a[w]) {
-        report_.add("value", fmt::format("value {} added ({})", w,
+        report_.add(DifferenceKind::value, fmt::format("value {} added ({})", w,
                                          value_summary(p_.y, static_cast<int32_t>(w))));
       }
     }
     if (crossed > 0) {
-      report_.add("value", fmt::format("values reordered: {} before values they followed "
+      report_.add(DifferenceKind::value, fmt::format("values reordered: {} before values they followed "
                                        "(first: value {})",
                                        crossed, pair_label(first->first, first->second)));
     }
@@ -168,7 +168,7 @@ class PlanComparer {
     const auto& y = *p_.y.values()->Get(vb);
     const std::string at = fmt::format("value {} {}", pair_label(va, vb), kind_name(x.val_type()));
     auto changed = [&](const std::string& from, const std::string& to) {
-      report_.add("value", fmt::format("{}: {} -> {}", at, from, to));
+      report_.add(DifferenceKind::value, fmt::format("{}: {} -> {}", at, from, to));
     };
     switch (x.val_type()) {
       case et::KernelTypes::Int:
@@ -203,11 +203,11 @@ class PlanComparer {
         compare_items(x.val_as_BoolList()->items(), y.val_as_BoolList()->items(), changed);
         break;
       case et::KernelTypes::TensorList:
-        value_list("value", at, "items", x.val_as_TensorList()->items(),
+        value_list(DifferenceKind::value, at, "items", x.val_as_TensorList()->items(),
                    y.val_as_TensorList()->items());
         break;
       case et::KernelTypes::OptionalTensorList:
-        value_list("value", at, "items", x.val_as_OptionalTensorList()->items(),
+        value_list(DifferenceKind::value, at, "items", x.val_as_OptionalTensorList()->items(),
                    y.val_as_OptionalTensorList()->items());
         break;
       case et::KernelTypes::Tensor:
@@ -275,7 +275,7 @@ class PlanComparer {
       if (p_.a.tensor_digest[ia] != p_.b.tensor_digest[ib]) parts.emplace_back("bytes changed");
     }
     if (parts.empty()) return;
-    report_.add("value", fmt::format("value {} {} [{}]: {}", pair_label(va, vb),
+    report_.add(DifferenceKind::value, fmt::format("value {} {} [{}]: {}", pair_label(va, vb),
                                      scalar_type_text(u.scalar_type()), fmt::join(ui.shape, ", "),
                                      fmt::join(parts, "; ")));
   }
@@ -283,21 +283,21 @@ class PlanComparer {
   void chains() {
     const uint32_t nx = count(p_.x.chains());
     const uint32_t ny = count(p_.y.chains());
-    if (nx != ny) report_.add("chain", fmt::format("chains: {} -> {}", nx, ny));
+    if (nx != ny) report_.add(DifferenceKind::chain, fmt::format("chains: {} -> {}", nx, ny));
     for (uint32_t c = 0; c < std::min(nx, ny); ++c) {
       const auto& x = *p_.x.chains()->Get(c);
       const auto& y = *p_.y.chains()->Get(c);
       const std::string at = ny > 1 ? fmt::format("chain {} ", c) : std::string();
-      value_list("chain", at, "inputs", x.inputs(), y.inputs());
-      value_list("chain", at, "outputs", x.outputs(), y.outputs());
+      value_list(DifferenceKind::chain, at, "inputs", x.inputs(), y.inputs());
+      value_list(DifferenceKind::chain, at, "outputs", x.outputs(), y.outputs());
       for (const auto& step : align_.chains[c]) {
         if (step.a && step.b) {
           instruction(c, *step.a, *step.b, at);
         } else if (step.a) {
-          report_.add("instruction", fmt::format("{}instruction {} {} removed", at, *step.a,
+          report_.add(DifferenceKind::instruction, fmt::format("{}instruction {} {} removed", at, *step.a,
                                                  instruction_key(p_.x, c, *step.a)));
         } else {
-          report_.add("instruction",
+          report_.add(DifferenceKind::instruction,
                       fmt::format("{}instruction {} {} added ({})", at, *step.b,
                                   instruction_key(p_.y, c, *step.b),
                                   fmt::join(instruction_values(p_.y, c, *step.b), ", ")));
@@ -338,11 +338,11 @@ class PlanComparer {
     const auto key_x = instruction_key(p_.x, c, i);
     const auto key_y = instruction_key(p_.y, c, j);
     if (key_x != key_y) {  // replaced: another operator in its place
-      report_.add("instruction",
+      report_.add(DifferenceKind::instruction,
                   fmt::format("{}instruction {} {} -> {}{}", at, pair_label(i, j), key_x, key_y,
                               parts.empty() ? "" : fmt::format("; {}", fmt::join(parts, "; "))));
     } else if (!parts.empty()) {
-      report_.add("instruction", fmt::format("{}instruction {} {}: {}", at, pair_label(i, j),
+      report_.add(DifferenceKind::instruction, fmt::format("{}instruction {} {}: {}", at, pair_label(i, j),
                                              key_y, fmt::join(parts, "; ")));
     }
   }
@@ -366,27 +366,27 @@ class PlanComparer {
   void delegates() {
     const uint32_t nx = count(p_.x.delegates());
     const uint32_t ny = count(p_.y.delegates());
-    if (nx != ny) report_.add("delegate", fmt::format("delegates: {} -> {}", nx, ny));
+    if (nx != ny) report_.add(DifferenceKind::delegate, fmt::format("delegates: {} -> {}", nx, ny));
     for (uint32_t d = 0; d < std::min(nx, ny); ++d) {
       const auto& x = *p_.x.delegates()->Get(d);
       const auto& y = *p_.y.delegates()->Get(d);
       const std::string at = fmt::format("delegate {} {}", d, escaped(y.id()->string_view()));
       if (x.id()->string_view() != y.id()->string_view()) {
-        report_.add("delegate",
+        report_.add(DifferenceKind::delegate,
                     fmt::format("delegate {}: id {} -> {}", d, quote(x.id()->string_view()),
                                 quote(y.id()->string_view())));
       }
       const uint32_t sx = count(x.compile_specs());
       const uint32_t sy = count(y.compile_specs());
-      if (sx != sy) report_.add("delegate", fmt::format("{}: compile specs: {} -> {}", at, sx, sy));
+      if (sx != sy) report_.add(DifferenceKind::delegate, fmt::format("{}: compile specs: {} -> {}", at, sx, sy));
       for (uint32_t s = 0; s < std::min(sx, sy); ++s) {
         const auto& cx = *x.compile_specs()->Get(s);
         const auto& cy = *y.compile_specs()->Get(s);
         if (!same_string(cx.key(), cy.key())) {
-          report_.add("delegate", fmt::format("{}: compile spec {} key {} -> {}", at, s,
+          report_.add(DifferenceKind::delegate, fmt::format("{}: compile spec {} key {} -> {}", at, s,
                                               string_text(cx.key()), string_text(cy.key())));
         } else if (!same_list(cx.value(), cy.value())) {
-          report_.add("delegate",
+          report_.add(DifferenceKind::delegate,
                       fmt::format("{}: compile spec {} {} value changed ({} -> {} B)", at, s,
                                   string_text(cy.key()), grouped(count(cx.value())),
                                   grouped(count(cy.value()))));
@@ -395,7 +395,7 @@ class PlanComparer {
       const auto& bx = p_.a.delegate_blob.at({p_.pa, d});
       const auto& by = p_.b.delegate_blob.at({p_.pb, d});
       if (bx.first != by.first) {
-        report_.add("delegate", bx.second == by.second
+        report_.add(DifferenceKind::delegate, bx.second == by.second
                                     ? fmt::format("{} blob changed, {} B", at, grouped(by.second))
                                     : fmt::format("{} blob changed, {} -> {} B", at,
                                                   grouped(bx.second), grouped(by.second)));
@@ -411,7 +411,7 @@ class PlanComparer {
       report_.note(fmt::format("non_const_buffer_sizes {} -> {}: the shared state arena "
                                "(memory id 2)", list_text(sx), list_text(sy)));
     } else if (!same_list(sx, sy)) {
-      report_.add("plan", fmt::format("non_const_buffer_sizes {} -> {}",
+      report_.add(DifferenceKind::plan, fmt::format("non_const_buffer_sizes {} -> {}",
                                       list_text(p_.x.non_const_buffer_sizes()),
                                       list_text(p_.y.non_const_buffer_sizes())));
     }
@@ -431,7 +431,7 @@ class PlanComparer {
     };
     const auto dx = devices(p_.x);
     const auto dy = devices(p_.y);
-    if (dx != dy) report_.add("plan", fmt::format("non_const_buffer_device {} -> {}", dx, dy));
+    if (dx != dy) report_.add(DifferenceKind::plan, fmt::format("non_const_buffer_device {} -> {}", dx, dy));
   }
 
   const PlanPair& p_;
@@ -441,13 +441,13 @@ class PlanComparer {
 
 }  // namespace
 
-void Reporter::add(std::string_view what, std::string text) {
+void Reporter::add(DifferenceKind what, std::string text) {
   ++found_;
   if (diff_.differences.size() >= ArtifactDiff::kMaxDifferences) {
     ++diff_.differences_omitted;
     return;
   }
-  diff_.differences.push_back({program_, method_, std::string(what), std::move(text)});
+  diff_.differences.push_back({program_, method_, what, std::move(text)});
 }
 
 void Reporter::note(const std::string& text) {

@@ -28,7 +28,7 @@ class Reporter {
  public:
   Reporter(ArtifactDiff& diff, std::string program, std::string method)
       : diff_(diff), program_(std::move(program)), method_(std::move(method)) {}
-  void add(std::string_view what, std::string text);
+  void add(DifferenceKind what, std::string text);
   // What differs without changing a computation (the diff's notes).
   void note(const std::string& text);
   // diff --method: a buffer moved to the shared state (memory id 2) and the arena

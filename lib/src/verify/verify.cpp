@@ -297,7 +297,7 @@ void check_program_methods(const Artifact& artifact, std::vector<Problem>& probl
 // Other artifacts: everything the reader checks, and the graph rules for programs.
 void verify_other(const fs::path& path, const VerifyOptions& options, VerifyReport& report) {
   auto artifact = load_artifact(path, options.data);
-  report.kind = std::string(artifact_kind_name(artifact.kind));
+  report.kind = artifact.kind;
   report.files_checked = 1 + artifact.data_files.size();
   report.tensors_checked = artifact.data.size();
   if (artifact.kind == ArtifactKind::ptd) {
@@ -321,7 +321,7 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
     auto filename = path.filename().string();
     const auto kind = identify(path);
     if (kind == ArtifactKind::graph_directory || kind == ArtifactKind::pte_directory) {
-      report.kind = std::string(artifact_kind_name(ArtifactKind::graph_directory));
+      report.kind = ArtifactKind::graph_directory;
       verify_directory(path, options, report);
       return report;
     }
@@ -335,7 +335,7 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
       if (fs::is_regular_file(path.parent_path() / "manifest.json", ec)) {
         VerifyOptions one = options;
         one.programs = {filename};
-        report.kind = std::string(artifact_kind_name(ArtifactKind::pte_directory));
+        report.kind = ArtifactKind::pte_directory;
         verify_directory(path.parent_path().empty() ? "." : path.parent_path(), one, report);
         return report;
       }
@@ -345,12 +345,12 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
            path.string());
     }
     if (kind == ArtifactKind::package) {
-      report.kind = std::string(artifact_kind_name(kind));
+      report.kind = kind;
       verify_package(path, options, report);
       return report;
     }
     if (kind == ArtifactKind::pte) {
-      report.kind = std::string(artifact_kind_name(kind));
+      report.kind = kind;
       verify_pte(InputFile::open(path), options, report);
       return report;
     }

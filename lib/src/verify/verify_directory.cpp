@@ -223,7 +223,7 @@ bool DirectoryCheck::structure() {
   }
   s.ptd_format = s.m.shard_format == ShardFormat::ptd;
   s.programs = s.m.version == kManifestProgramsVersion;
-  if (s.programs) s.report.kind = std::string(artifact_kind_name(ArtifactKind::pte_directory));
+  if (s.programs) s.report.kind = ArtifactKind::pte_directory;
   s.select_programs();
   s.files_present();
   if (!s.programs) s.read_program();

@@ -47,7 +47,7 @@ ErrorCode problem_exit_code(ProblemId id) {
 std::string render_verify_text(const VerifyReport& r) {
   std::string out;
   if (r.ok()) {
-    out += fmt::format("ok: {} ({}): {} files, {} tensors, {} bytes hashed\n", r.artifact, r.kind,
+    out += fmt::format("ok: {} ({}): {} files, {} tensors, {} bytes hashed\n", r.artifact, artifact_kind_name(r.kind),
                        r.files_checked, r.tensors_checked, r.bytes_hashed);
     // What a signature proved: a line only when one was checked.
     if (r.signature && r.signature->checked && r.signature->valid) {
@@ -106,7 +106,7 @@ std::string render_verify_json(const VerifyReport& r) {
   nlohmann::json j{{"format", "ptepack.verify"},
                    {"version", 1},
                    {"artifact", r.artifact},
-                   {"kind", r.kind},
+                   {"kind", std::string(artifact_kind_name(r.kind))},
                    {"ok", r.ok()},
                    {"problems", texts},
                    {"problem_details", details},

@@ -69,7 +69,7 @@ TEST_CASE("verify: every ExecuTorch fixture is whole", "[verify]") {
     const auto report = verify(pte_fixture(name));
     CHECK(report.ok());
     CHECK(report.problems.empty());
-    CHECK(report.kind == "pte program");
+    CHECK(report.kind == ptepack::ArtifactKind::pte);
     CHECK(report.files_checked >= 1);
   }
   // The pair's constants live in its .ptd, which the program loads by default.
@@ -88,7 +88,7 @@ TEST_CASE("verify: a packed directory is whole, and each kind of damage is named
   REQUIRE(whole.ok());
   const auto shards = listed_shards(out);
   REQUIRE(shards.size() >= 2);
-  CHECK(whole.kind == "directory of programs");
+  CHECK(whole.kind == ptepack::ArtifactKind::pte_directory);
   CHECK(whole.files_checked == shards.size() + 2);  // and the two programs
 
   SECTION("a byte flipped in a shard's data") {

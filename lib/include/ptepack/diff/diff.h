@@ -22,6 +22,25 @@ struct DiffSide {
 enum class Change : uint8_t { added, removed, changed };
 [[nodiscard]] std::string_view change_name(Change change);
 
+// What of a changed key differs, in this order.
+enum class KeyAspect : uint8_t { bytes, dtype, shape };
+[[nodiscard]] std::string_view key_aspect_name(KeyAspect aspect);
+
+// What a difference is about (`diff --json`'s `what`, schema/diff.schema.json).
+enum class DifferenceKind : uint8_t {
+  plan,
+  value,
+  chain,
+  instruction,
+  delegate,
+  named_data,
+  program,
+  method,
+  key,
+  state,
+};
+[[nodiscard]] std::string_view difference_kind_name(DifferenceKind kind);
+
 // One side of a changed key.
 struct KeyState {
   DType dtype = DType::BYTE;
@@ -35,7 +54,7 @@ struct KeyState {
 struct KeyChange {
   std::string key;
   Change change = Change::changed;
-  std::vector<std::string> changes;  // changed: any of "bytes", "dtype", "shape", in that order
+  std::vector<KeyAspect> changes;  // changed: what differs, in KeyAspect's order
   std::optional<KeyState> a;         // absent when added
   std::optional<KeyState> b;         // absent when removed
 };
@@ -56,7 +75,7 @@ struct ProgramMatch {
 struct Difference {
   std::string program;  // the program's file on side B (.pte); empty for program graphs
   std::string method;   // empty: the program as a whole
-  std::string what;     // plan, value, chain, instruction, delegate, named_data, program
+  DifferenceKind what = DifferenceKind::plan;
   std::string text;     // e.g. "instruction 12 aten::add.out -> aten::sub.out"
 };
 

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ptepack/artifact/artifact.h"
 #include "ptepack/core/release_files.h"
 #include "ptepack/hash/sha256.h"
 
@@ -87,7 +88,7 @@ struct ProgramCheck {
 
 struct VerifyReport {
   std::string artifact;
-  std::string kind;
+  ArtifactKind kind = ArtifactKind::graph;  // its name: artifact_kind_name
   std::vector<Problem> problems;  // in the order found; empty means the artifact is whole
   // What ptepack itself would have done differently in a well-formed artifact
   // (alignment of a foreign .ptn, an unreferenced .ptd segment).
