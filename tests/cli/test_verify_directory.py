@@ -8,7 +8,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_common import Suite, load_json  # noqa: E402
+from cli_common import Suite, flip, load_json  # noqa: E402
 
 suite = Suite()
 
@@ -195,7 +195,7 @@ def every_byte_is_hashed_once(ctx):
         # The last byte of a safetensors shard (the last tensor's) changed: the tensors of
         # that shard are hashed again, no other, and the changed one is named.
         shard = manifest["shards"][0]
-        flip_byte(os.path.join(out, shard["file"]), shard["size"] - 1)
+        flip(os.path.join(out, shard["file"]), shard["size"] - 1)
         damaged = ctx.run("verify", out, "--json")
         ctx.code(damaged, 1, "a changed shard")
         report = damaged.json()
@@ -204,14 +204,6 @@ def every_byte_is_hashed_once(ctx):
                   sum(t["nbytes"] for t in in_shard), "bytes hashed with a changed shard")
         ids = [p["id"] for p in report["problem_details"]]
         ctx.equal(ids.count("tensor_bytes"), 1, f"one tensor named: {report['problems']}")
-
-
-def flip_byte(path, offset):
-    with open(path, "r+b") as handle:
-        handle.seek(offset)
-        byte = handle.read(1)
-        handle.seek(offset)
-        handle.write(bytes([byte[0] ^ 1]))
 
 
 if __name__ == "__main__":
