@@ -4,9 +4,11 @@
 # every stdout, stderr and exit code byte for byte. Only pack's elapsed-time figures are
 # masked. Exit 0 when the two builds behave identically; else the differences are listed.
 # Covered: every fixture packed, dumped, verified and diffed; --base releases, --placement
-# single, --dry-run, --merge, -j 1/2/7, and damaged inputs (truncated, corrupted shard,
-# missing shard, re-indented and broken manifests). A line "sh ..." is a shell step that
-# prepares an input (its output is compared too).
+# single, --dry-run, --merge, -j 1/2/7, damaged inputs (truncated, corrupted shard,
+# missing shard or manifest, a stray file, a truncated program, re-indented and broken
+# manifests) given to every command, as a directory and as one program of it (DIR/prog.pte),
+# with and without --json, and repacks of a packed directory and of a release on a base.
+# A line "sh ..." is a shell step that prepares an input (its output is compared too).
 set -euo pipefail
 if [[ $# -ne 2 ]]; then
   echo "usage: $0 OLD_BIN NEW_BIN" >&2
@@ -104,6 +106,32 @@ commands() {
   echo "verify model_broken"
   echo "pack model_broken -o from_broken"
   echo "pack prefill.json -o model_next --base model_broken"
+  # Every command on each damage, on the directory and on one program of it (DIR/prog.pte),
+  # with and without --json (a failing --json call prints one error document).
+  echo "sh cp -r all all_nomanifest && rm all_nomanifest/manifest.json"
+  echo "sh cp -r all all_stray && printf x > all_stray/stray.bin"
+  echo "sh cp -r all all_truncprog && truncate -s 100 all_truncprog/xnnpack_conv.pte"
+  for damaged in all_flipped all_missing all_nomanifest all_stray all_truncprog model_broken; do
+    for what in "$damaged" "$damaged/xnnpack_conv.pte"; do
+      for json in "" " --json"; do
+        echo "dump $what$json"
+        echo "verify $what$json"
+        echo "diff $what all$json"
+        echo "diff all $what$json"
+      done
+      echo "pack $what -o from_${damaged}_again --json"
+    done
+    echo "pack xnnpack_conv.pte -o on_${damaged} --base $damaged --json"
+    echo "dump $damaged --no-hash"
+  done
+  for program in all/*.pte; do
+    echo "dump $program --json"
+    echo "verify $program --json"
+    echo "diff $program ${program#all/}"
+    echo "pack $program -o again_${program#all/}"
+  done
+  echo "pack all -o all_repacked --json"
+  echo "pack all_next -o all_next_repacked"
   echo "pack missing.json -o x.ptn"
   echo "dump nothing.ptn"
   echo "pak prefill.json"

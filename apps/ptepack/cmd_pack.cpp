@@ -42,6 +42,16 @@ void add_input_options(CLI::App& cmd, PackArgs& args) {
                  "Threads for reading inputs, hashing and writing (default: all cores)");
 }
 
+// The words a shard option takes, from the library's table of them.
+CLI::IsMember words_of(std::string_view flag) {
+  for (const auto& option : shard_options()) {
+    if (option.flag == flag) {
+      return CLI::IsMember(std::vector<std::string>(option.words.begin(), option.words.end()));
+    }
+  }
+  throw std::logic_error("not a shard option");
+}
+
 // How bytes are laid out in shards, and the release they build on.
 void add_shard_options(CLI::App& cmd, PackArgs& args) {
   cmd.add_option("--max-shard-bytes", args.max_shard_bytes,
@@ -49,20 +59,20 @@ void add_shard_options(CLI::App& cmd, PackArgs& args) {
                  "KiB/MiB/GiB/TiB: powers of 1024; none: no cap; default: no cap, or the "
                  "cap recorded by a lone packed directory input)");
   cmd.add_option("--cap-mode", args.cap_mode, "What the cap bounds: file (whole file) or payload")
-      ->check(CLI::IsMember({"file", "payload"}));
+      ->check(words_of("--cap-mode"));
   cmd.add_option("--shard-format", args.shard_format, "Shard format: ptd or safetensors")
-      ->check(CLI::IsMember({"ptd", "safetensors"}));
+      ->check(words_of("--shard-format"));
   cmd.add_option("--oversize", args.oversize,
                  "A tensor larger than the cap: error, or own-shard (alone in a shard allowed "
                  "to exceed the cap)")
-      ->check(CLI::IsMember({"error", "own-shard"}));
+      ->check(words_of("--oversize"));
   cmd.add_option("--max-shard-tensors", args.max_shard_tensors,
                  "At most N stored tensors per shard (aliases not counted; 0: no limit)");
   cmd.add_option("--placement", args.placement,
                  "Two or more .pte programs: sets (shards never mix what different sets of "
                  "programs use; each loads only its own bytes) or single (one first-fit over "
                  "everything, for runtimes that take one data file)")
-      ->check(CLI::IsMember({"sets", "single"}));
+      ->check(words_of("--placement"));
   cmd.add_option("--shard-prefix", args.options.shard_prefix, "Shard file name prefix");
   cmd.add_option("--base", args.base,
                  "OLD: the previous release (a packed directory or its manifest.json); its "
@@ -107,11 +117,11 @@ void finish_options(PackArgs& args, const CLI::App& cmd, const std::string& prog
   std::transform(cap.begin(), cap.end(), cap.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (!cap.empty() && cap != "none") o.sharding.max_shard_bytes = parse_size(args.max_shard_bytes);
-  auto given = [&cmd](const char* name) { return cmd.get_option(name)->count() > 0; };
-  o.given = GivenShardOptions{given("--max-shard-bytes"), given("--cap-mode"),
-                              given("--shard-format"),    given("--oversize"),
-                              given("--alignment"),       given("--shard-prefix"),
-                              given("--placement"),       given("--max-shard-tensors")};
+  auto given = [&cmd](std::string_view name) {
+    return cmd.get_option(std::string(name))->count() > 0;
+  };
+  o.given = GivenShardOptions{};
+  for (const auto& option : shard_options()) (*o.given).*option.given = given(option.flag);
   o.sharding.cap_mode = args.cap_mode == "payload" ? CapMode::payload : CapMode::file;
   o.sharding.oversize_own_shard = args.oversize == "own-shard";
   o.placement = args.placement == "single" ? Placement::single : Placement::sets;

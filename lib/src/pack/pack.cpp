@@ -299,6 +299,79 @@ PackSummary pack_once(const PackOptions& options) {
   return detail::pack_graphs(options);
 }
 
+using Taken = std::optional<std::string>;
+
+Taken take_cap(const Manifest& m, PackOptions& o) {
+  if (!m.max_shard_bytes) return std::nullopt;
+  o.sharding.max_shard_bytes = m.max_shard_bytes;
+  return fmt::format("--max-shard-bytes {}", *m.max_shard_bytes);
+}
+
+Taken take_cap_mode(const Manifest& m, PackOptions& o) {
+  if (m.cap_mode != CapMode::payload) return std::nullopt;
+  o.sharding.cap_mode = CapMode::payload;
+  return "--cap-mode payload";
+}
+
+Taken take_format(const Manifest& m, PackOptions& o) {
+  if (m.shard_format != ShardFormat::safetensors) return std::nullopt;
+  o.sharding.format = ShardFormat::safetensors;
+  return "--shard-format safetensors";
+}
+
+Taken take_oversize(const Manifest& m, PackOptions& o) {
+  if (!m.oversize_own_shard) return std::nullopt;
+  o.sharding.oversize_own_shard = true;
+  return "--oversize own-shard";
+}
+
+// After the format (the table's order): only a .ptd directory records its alignment.
+Taken take_alignment(const Manifest& m, PackOptions& o) {
+  if (!m.alignment || o.sharding.format != ShardFormat::ptd) return std::nullopt;
+  o.sharding.alignment = *m.alignment;
+  return fmt::format("--alignment {}", *m.alignment);
+}
+
+Taken take_prefix(const Manifest& m, PackOptions& o) {
+  if (!m.shard_prefix) return std::nullopt;
+  o.shard_prefix = *m.shard_prefix;
+  return fmt::format("--shard-prefix {}", *m.shard_prefix);
+}
+
+Taken take_placement(const Manifest& m, PackOptions& o) {
+  if (!m.placement_single) return std::nullopt;
+  o.placement = Placement::single;
+  return "--placement single";
+}
+
+Taken take_max_tensors(const Manifest& m, PackOptions& o) {
+  if (!m.max_shard_tensors) return std::nullopt;
+  o.sharding.max_shard_tensors = *m.max_shard_tensors;
+  return fmt::format("--max-shard-tensors {}", *m.max_shard_tensors);
+}
+
+constexpr std::array<ShardOption, 8> kShardOptions{{
+    {"--max-shard-bytes", {}, &GivenShardOptions::max_shard_bytes, take_cap},
+    {"--cap-mode", {"file", "payload"}, &GivenShardOptions::cap_mode, take_cap_mode},
+    {"--shard-format", {"ptd", "safetensors"}, &GivenShardOptions::format, take_format},
+    {"--oversize", {"error", "own-shard"}, &GivenShardOptions::oversize, take_oversize},
+    {"--alignment", {}, &GivenShardOptions::alignment, take_alignment},
+    {"--shard-prefix", {}, &GivenShardOptions::prefix, take_prefix},
+    {"--placement", {"sets", "single"}, &GivenShardOptions::placement, take_placement},
+    {"--max-shard-tensors", {}, &GivenShardOptions::max_shard_tensors, take_max_tensors},
+}};
+
+}  // namespace
+
+std::span<const ShardOption> shard_options() { return kShardOptions; }
+
+bool GivenShardOptions::any() const {
+  return std::any_of(kShardOptions.begin(), kShardOptions.end(),
+                     [this](const ShardOption& option) { return this->*option.given; });
+}
+
+namespace {
+
 // A directory output from one packed directory alone: every shard option not
 // given is taken from its manifest. Returns the note naming what was taken
 // (only values other than the defaults), or nothing when none was.
@@ -318,40 +391,11 @@ std::optional<std::string> apply_recorded_options(PackOptions& options) {
   } catch (const Error&) {
     return std::nullopt;  // not a manifest: the front end that reads it says why
   }
-  const auto& given = *options.given;
-  auto& s = options.sharding;
   std::vector<std::string> taken;
-  if (!given.max_shard_bytes && m.max_shard_bytes) {
-    s.max_shard_bytes = m.max_shard_bytes;
-    taken.push_back(fmt::format("--max-shard-bytes {}", *m.max_shard_bytes));
-  }
-  if (!given.cap_mode && m.cap_mode == CapMode::payload) {
-    s.cap_mode = CapMode::payload;
-    taken.emplace_back("--cap-mode payload");
-  }
-  if (!given.format && m.shard_format == ShardFormat::safetensors) {
-    s.format = ShardFormat::safetensors;
-    taken.emplace_back("--shard-format safetensors");
-  }
-  if (!given.oversize && m.oversize_own_shard) {
-    s.oversize_own_shard = true;
-    taken.emplace_back("--oversize own-shard");
-  }
-  if (!given.alignment && m.alignment && s.format == ShardFormat::ptd) {
-    s.alignment = *m.alignment;
-    taken.push_back(fmt::format("--alignment {}", *m.alignment));
-  }
-  if (!given.prefix && m.shard_prefix) {
-    options.shard_prefix = *m.shard_prefix;
-    taken.push_back(fmt::format("--shard-prefix {}", *m.shard_prefix));
-  }
-  if (!given.placement && m.placement_single) {
-    options.placement = Placement::single;
-    taken.emplace_back("--placement single");
-  }
-  if (!given.max_shard_tensors && m.max_shard_tensors) {
-    s.max_shard_tensors = *m.max_shard_tensors;
-    taken.push_back(fmt::format("--max-shard-tensors {}", *m.max_shard_tensors));
+  for (const auto& option : shard_options()) {
+    if (!((*options.given).*option.given)) {
+      if (auto typed = option.take(m, options)) taken.push_back(std::move(*typed));
+    }
   }
   if (taken.empty()) return std::nullopt;
   return fmt::format("shard options recorded in {}: {} (an option given overrides its value; "

@@ -1,10 +1,12 @@
 // `pack`: inputs -> merged, deduplicated program -> .ptn package or shard directory.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,11 +40,8 @@ struct GivenShardOptions {
   bool prefix = false;
   bool placement = false;
   bool max_shard_tensors = false;
-  // Any of them: a repack given none keeps the directory's shard layout too.
-  [[nodiscard]] bool any() const {
-    return max_shard_bytes || cap_mode || format || oversize || alignment || prefix ||
-           placement || max_shard_tensors;
-  }
+  // Any of them (shard_options()): a repack given none keeps the directory's layout too.
+  [[nodiscard]] bool any() const;
 };
 
 struct PackOptions {
@@ -87,6 +86,20 @@ struct PackOptions {
   KeyPassword sign_password;
   std::optional<GivenShardOptions> given;  // set: a lone packed directory's options fill the rest
 };
+
+// Pack's shard options, one row each, in the order a note names them: the flag, the
+// words it takes (none: a size, a number or free text), whether a caller gave it, and how
+// a lone packed directory's manifest supplies it when it was not given (`take` sets it in
+// the options when the manifest records a value other than the default, and returns the
+// option as it would be typed, for the note). The CLI (which flags were given, the words
+// each accepts), GivenShardOptions::any and a repack's recorded options read this table.
+struct ShardOption {
+  std::string_view flag;
+  std::array<std::string_view, 2> words;
+  bool GivenShardOptions::*given;
+  std::optional<std::string> (*take)(const Manifest& manifest, PackOptions& options);
+};
+[[nodiscard]] std::span<const ShardOption> shard_options();
 
 struct ShardSummary {
   std::string file;   // empty in a dry run (names come from the written bytes)
