@@ -2,6 +2,7 @@
 # verify of a packed directory against hand-edited manifests: each disagreement between the
 # manifest, its shard files and the program is reported by name (exit 1), every other check
 # still runs, and a weight_map that disagrees with the shards is refused by the manifest reader.
+import hashlib
 import json
 import os
 import shutil
@@ -204,6 +205,28 @@ def every_byte_is_hashed_once(ctx):
                   sum(t["nbytes"] for t in in_shard), "bytes hashed with a changed shard")
         ids = [p["id"] for p in report["problem_details"]]
         ctx.equal(ids.count("tensor_bytes"), 1, f"one tensor named: {report['problems']}")
+
+
+@suite.test
+def a_listed_program_holding_its_own_constants_is_hashed_once(ctx):
+    """verify DIR/prog.pte hashes the program whole against its record, and does not read
+    the constants it holds a second time: the program, with its constants inside, in place
+    of the slim one its manifest listed (the record rewritten to match)."""
+    fixture = os.path.join(ctx.data, "pte", "portable_keyword_spotting.pte")
+    out = os.path.join(ctx.mkdir(), "d")
+    ctx.run_ok("pack", fixture, "-o", out, "-q")
+    manifest = load_json(os.path.join(out, "manifest.json"))
+    entry = manifest["programs"][0]
+    with open(fixture, "rb") as handle:
+        data = handle.read()
+    with open(os.path.join(out, entry["file"]), "wb") as handle:
+        handle.write(data)
+    entry.update(size=len(data), sha256=hashlib.sha256(data).hexdigest())
+    with open(os.path.join(out, "manifest.json"), "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2)
+    report = ctx.run_ok("verify", os.path.join(out, entry["file"]), "--json").json()
+    shards = sum(os.path.getsize(os.path.join(out, s)) for s in entry["shards"])
+    ctx.equal(report["bytes_hashed"], len(data) + shards, "the program and its shards, once")
 
 
 if __name__ == "__main__":
