@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # compare-builds.sh OLD_BIN NEW_BIN: runs the same pack, dump, verify and diff commands on
 # every fixture and the example with both binaries, then compares every output file and
-# every stdout, stderr and exit code byte for byte. Only pack's elapsed-time figures are
-# masked. Exit 0 when the two builds behave identically; else the differences are listed.
+# every stdout, stderr and exit code byte for byte. Only pack's elapsed-time figures and
+# the side's own directory in absolute paths are masked. Exit 0 when the two builds behave identically; else the differences are listed.
 # Covered: every fixture packed, dumped, verified and diffed; --base releases, --placement
 # single, --dry-run, --merge, -j 1/2/7, damaged inputs (truncated, corrupted shard,
 # missing shard or manifest, a stray file, a truncated program, re-indented and broken
@@ -158,6 +158,8 @@ run_side() {
       # Elapsed time and rates are the only figures that may differ between runs.
       sed -E -i 's/ in [0-9]+\.[0-9]+ s \((.*) read at [^)]*\)/ in $TIME (\1 read at $RATE)/;
                  s/"elapsed_seconds": [0-9.e+-]+/"elapsed_seconds": $TIME/' "../log/$n.out"
+      # Absolute paths (a manifest found beside a program) name the side's directory.
+      sed -i "s|$dir/out|\$SIDE|g" "../log/$n.out" "../log/$n.err"
     done < ../commands.txt
   )
 }

@@ -431,6 +431,8 @@ def a_repack_of_a_capped_release_on_a_base_is_byte_identical(ctx):
                   f"-j {jobs}: a repack reports no base: {repack.get('base')}")
         ctx.check(any("layout kept" in n for n in repack["notes"]),
                   f"-j {jobs}: the kept stale bytes are noted: {repack['notes']}")
+        ctx.check(not any(s.get("reused") for s in repack["shards"]),
+                  f"-j {jobs}: a repack's shards are its own, not reused from a base")
     ctx.run_ok("verify", again)
     planned = os.path.join(d, "planned")
     ctx.run_ok("pack", rel2, "-o", planned, *cap, "-q")

@@ -169,6 +169,11 @@ void BaseRelease::copy_kept(const fs::path& dir, AtomicOutput& output, Progress*
 void BaseRelease::summarize(const std::vector<StoredTensor>& tensors, const DirectoryPlan& plan,
                             const Manifest* written, PackSummary& summary) const {
   if (role_ == Role::layout) {
+    // The shards are the input's own: listed as any pack lists its shards, not as reused.
+    for (auto& shard : summary.shards) {
+      shard.reused = false;
+      shard.stale_bytes = 0;
+    }
     uint64_t stale = 0;
     for (const auto& r : reuse_.shards) stale += r.stale_bytes;
     if (stale > 0) {
