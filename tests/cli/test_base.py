@@ -440,6 +440,27 @@ def a_repack_of_a_capped_release_on_a_base_is_byte_identical(ctx):
 
 
 @suite.test
+def a_packed_directory_with_other_inputs_is_planned_afresh(ctx):
+    """Only a lone packed directory keeps its layout: packed together with another input it
+    is planned afresh (none of its shards kept, none reported reused)."""
+    d = ctx.mkdir()
+    prefill, decode = (os.path.join(ctx.examples, n) for n in ("prefill.json", "decode.json"))
+    packed = os.path.join(d, "a")
+    ctx.run_ok("pack", prefill, "-o", packed, "--max-shard-bytes", "1KiB", "--oversize",
+               "own-shard", "-q")
+    own = {s["file"] for s in load_json(os.path.join(packed, "manifest.json"))["shards"]}
+    ctx.require(len(own) > 1, f"the directory has several shards: {own}")
+    for first in (True, False):
+        out = os.path.join(d, f"out_{first}")
+        inputs = [packed, decode] if first else [decode, packed]
+        summary = pack_json(ctx, *inputs, "-o", out)
+        written = {s["file"] for s in load_json(os.path.join(out, "manifest.json"))["shards"]}
+        ctx.equal(sorted(written & own), [], f"directory first={first}: none of its shards kept")
+        ctx.check(not any(s.get("reused") for s in summary["shards"]),
+                  f"directory first={first}: no shard reported reused")
+
+
+@suite.test
 def a_layout_change_keeps_no_key_and_packs(ctx):
     """A constant with the same bytes in another shape gets a fresh key, not OLD's."""
     import struct
