@@ -165,8 +165,7 @@ void load_graph_program(Artifact& a, const DirectoryPaths& paths, const Manifest
   }
   auto program_bytes = program_file->read_range(0, program_file->size());
   if (program_bytes.size() != m.program.size) {
-    fail_input("{}",
-               size_differs_line(program_file->name(), program_bytes.size(), m.program.size));
+    fail_input("{}", size_differs_line(program_file->name(), program_bytes.size(), m.program.size));
   }
   if (to_hex(sha256(program_bytes)) != m.program.sha256)
     fail_input("{}", digest_differs_line(program_file->name()));

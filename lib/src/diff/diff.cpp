@@ -25,10 +25,6 @@ std::string key_aspects_text(const std::vector<KeyAspect>& aspects) {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-}  // namespace
-
-namespace {
-
 // What diff compares of a program graph or data file.
 struct Content {
   std::map<std::string, const nb::Method*> methods;
@@ -134,11 +130,14 @@ void diff_graphs(const Artifact& a, const Artifact& b, unsigned jobs, ArtifactDi
     add(m.method, DifferenceKind::method, fmt::format("method {}", change_name(m.change)));
   }
   for (const auto& k : d.keys) {
-    add("", DifferenceKind::key, k.change == Change::changed
-                       ? fmt::format("key {}: {} changed", quote(k.key), key_aspects_text(k.changes))
-                       : fmt::format("key {} {}", quote(k.key), change_name(k.change)));
+    add("", DifferenceKind::key,
+        k.change == Change::changed
+            ? fmt::format("key {}: {} changed", quote(k.key), key_aspects_text(k.changes))
+            : fmt::format("key {} {}", quote(k.key), change_name(k.change)));
   }
-  for (const auto& n : d.state_added) add("", DifferenceKind::state, fmt::format("state key {} added", quote(n)));
+  for (const auto& n : d.state_added) {
+    add("", DifferenceKind::state, fmt::format("state key {} added", quote(n)));
+  }
   for (const auto& n : d.state_removed) {
     add("", DifferenceKind::state, fmt::format("state key {} removed", quote(n)));
   }

@@ -197,8 +197,9 @@ void compare_named(const Resolved& a, const Resolved& b, const RangeDigests& dig
       report.add(DifferenceKind::named_data,
                  fmt::format("named data {} removed ({} B)", quote(key), grouped(x.range.size)));
     } else if (digest_of(x, digests) != digest_of(it->second, digests)) {
-      report.add(DifferenceKind::named_data, fmt::format("named data {}: bytes changed ({} B)", quote(key),
-                                           grouped(it->second.range.size)));
+      report.add(DifferenceKind::named_data,
+                 fmt::format("named data {}: bytes changed ({} B)", quote(key),
+                             grouped(it->second.range.size)));
     }
   }
   for (const auto& [key, y] : b.named) {
@@ -221,9 +222,10 @@ void compare_pair(const Resolved& ra, const Resolved& rb, const RangeDigests& di
   if (!a.not_rewritable.empty() || !b.not_rewritable.empty()) {
     if (a.flatbuffer != b.flatbuffer) {
       const auto& reasons = a.not_rewritable.empty() ? b.not_rewritable : a.not_rewritable;
-      whole.add(DifferenceKind::program, fmt::format("cannot be compared field by field ({}) and the programs' "
-                                       "bytes differ",
-                                       fmt::join(reasons, "; ")));
+      whole.add(DifferenceKind::program,
+                fmt::format("cannot be compared field by field ({}) and the programs' "
+                            "bytes differ",
+                            fmt::join(reasons, "; ")));
     }
   }
   if (a.root()->version() != b.root()->version())

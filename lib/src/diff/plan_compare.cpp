@@ -120,15 +120,18 @@ class PlanComparer {
     const auto* m = p_.x.container_meta_type();
     const auto* n = p_.y.container_meta_type();
     if ((m == nullptr) != (n == nullptr)) {
-      report_.add(DifferenceKind::plan, fmt::format("container_meta_type {} -> {}", m ? "present" : "absent",
-                                      n ? "present" : "absent"));
+      report_.add(DifferenceKind::plan,
+                  fmt::format("container_meta_type {} -> {}", m ? "present" : "absent",
+                              n ? "present" : "absent"));
       return;
     }
     if (m == nullptr) return;
     if (!same_string(m->encoded_inp_str(), n->encoded_inp_str()))
-      report_.add(DifferenceKind::plan, "container_meta_type: encoded_inp_str changed (input structure)");
+      report_.add(DifferenceKind::plan,
+                  "container_meta_type: encoded_inp_str changed (input structure)");
     if (!same_string(m->encoded_out_str(), n->encoded_out_str()))
-      report_.add(DifferenceKind::plan, "container_meta_type: encoded_out_str changed (output structure)");
+      report_.add(DifferenceKind::plan,
+                  "container_meta_type: encoded_out_str changed (output structure)");
   }
 
   void values() {
@@ -139,8 +142,9 @@ class PlanComparer {
     std::optional<uint32_t> last;
     for (uint32_t v = 0; v < in_b.size(); ++v) {
       if (!in_b[v]) {
-        report_.add(DifferenceKind::value, fmt::format("value {} removed ({})", v,
-                                         value_summary(p_.x, static_cast<int32_t>(v))));
+        report_.add(
+            DifferenceKind::value,
+            fmt::format("value {} removed ({})", v, value_summary(p_.x, static_cast<int32_t>(v))));
         continue;
       }
       value(v, *in_b[v]);
@@ -152,14 +156,16 @@ class PlanComparer {
     }
     for (uint32_t w = 0; w < in_a.size(); ++w) {
       if (!in_a[w]) {
-        report_.add(DifferenceKind::value, fmt::format("value {} added ({})", w,
-                                         value_summary(p_.y, static_cast<int32_t>(w))));
+        report_.add(
+            DifferenceKind::value,
+            fmt::format("value {} added ({})", w, value_summary(p_.y, static_cast<int32_t>(w))));
       }
     }
     if (crossed > 0) {
-      report_.add(DifferenceKind::value, fmt::format("values reordered: {} before values they followed "
-                                       "(first: value {})",
-                                       crossed, pair_label(first->first, first->second)));
+      report_.add(DifferenceKind::value,
+                  fmt::format("values reordered: {} before values they followed "
+                              "(first: value {})",
+                              crossed, pair_label(first->first, first->second)));
     }
   }
 
@@ -275,9 +281,10 @@ class PlanComparer {
       if (p_.a.tensor_digest[ia] != p_.b.tensor_digest[ib]) parts.emplace_back("bytes changed");
     }
     if (parts.empty()) return;
-    report_.add(DifferenceKind::value, fmt::format("value {} {} [{}]: {}", pair_label(va, vb),
-                                     scalar_type_text(u.scalar_type()), fmt::join(ui.shape, ", "),
-                                     fmt::join(parts, "; ")));
+    report_.add(
+        DifferenceKind::value,
+        fmt::format("value {} {} [{}]: {}", pair_label(va, vb), scalar_type_text(u.scalar_type()),
+                    fmt::join(ui.shape, ", "), fmt::join(parts, "; ")));
   }
 
   void chains() {
@@ -294,8 +301,9 @@ class PlanComparer {
         if (step.a && step.b) {
           instruction(c, *step.a, *step.b, at);
         } else if (step.a) {
-          report_.add(DifferenceKind::instruction, fmt::format("{}instruction {} {} removed", at, *step.a,
-                                                 instruction_key(p_.x, c, *step.a)));
+          report_.add(DifferenceKind::instruction,
+                      fmt::format("{}instruction {} {} removed", at, *step.a,
+                                  instruction_key(p_.x, c, *step.a)));
         } else {
           report_.add(DifferenceKind::instruction,
                       fmt::format("{}instruction {} {} added ({})", at, *step.b,
@@ -342,8 +350,9 @@ class PlanComparer {
                   fmt::format("{}instruction {} {} -> {}{}", at, pair_label(i, j), key_x, key_y,
                               parts.empty() ? "" : fmt::format("; {}", fmt::join(parts, "; "))));
     } else if (!parts.empty()) {
-      report_.add(DifferenceKind::instruction, fmt::format("{}instruction {} {}: {}", at, pair_label(i, j),
-                                             key_y, fmt::join(parts, "; ")));
+      report_.add(DifferenceKind::instruction,
+                  fmt::format("{}instruction {} {}: {}", at, pair_label(i, j), key_y,
+                              fmt::join(parts, "; ")));
     }
   }
 
@@ -378,13 +387,16 @@ class PlanComparer {
       }
       const uint32_t sx = count(x.compile_specs());
       const uint32_t sy = count(y.compile_specs());
-      if (sx != sy) report_.add(DifferenceKind::delegate, fmt::format("{}: compile specs: {} -> {}", at, sx, sy));
+      if (sx != sy)
+        report_.add(DifferenceKind::delegate,
+                    fmt::format("{}: compile specs: {} -> {}", at, sx, sy));
       for (uint32_t s = 0; s < std::min(sx, sy); ++s) {
         const auto& cx = *x.compile_specs()->Get(s);
         const auto& cy = *y.compile_specs()->Get(s);
         if (!same_string(cx.key(), cy.key())) {
-          report_.add(DifferenceKind::delegate, fmt::format("{}: compile spec {} key {} -> {}", at, s,
-                                              string_text(cx.key()), string_text(cy.key())));
+          report_.add(DifferenceKind::delegate,
+                      fmt::format("{}: compile spec {} key {} -> {}", at, s, string_text(cx.key()),
+                                  string_text(cy.key())));
         } else if (!same_list(cx.value(), cy.value())) {
           report_.add(DifferenceKind::delegate,
                       fmt::format("{}: compile spec {} {} value changed ({} -> {} B)", at, s,
@@ -395,10 +407,11 @@ class PlanComparer {
       const auto& bx = p_.a.delegate_blob.at({p_.pa, d});
       const auto& by = p_.b.delegate_blob.at({p_.pb, d});
       if (bx.first != by.first) {
-        report_.add(DifferenceKind::delegate, bx.second == by.second
-                                    ? fmt::format("{} blob changed, {} B", at, grouped(by.second))
-                                    : fmt::format("{} blob changed, {} -> {} B", at,
-                                                  grouped(bx.second), grouped(by.second)));
+        report_.add(DifferenceKind::delegate,
+                    bx.second == by.second
+                        ? fmt::format("{} blob changed, {} B", at, grouped(by.second))
+                        : fmt::format("{} blob changed, {} -> {} B", at, grouped(bx.second),
+                                      grouped(by.second)));
       }
     }
   }
@@ -412,8 +425,8 @@ class PlanComparer {
                                "(memory id 2)", list_text(sx), list_text(sy)));
     } else if (!same_list(sx, sy)) {
       report_.add(DifferenceKind::plan, fmt::format("non_const_buffer_sizes {} -> {}",
-                                      list_text(p_.x.non_const_buffer_sizes()),
-                                      list_text(p_.y.non_const_buffer_sizes())));
+                                                    list_text(p_.x.non_const_buffer_sizes()),
+                                                    list_text(p_.y.non_const_buffer_sizes())));
     }
     auto devices = [](const et::ExecutionPlan& plan) {
       const auto* v = plan.non_const_buffer_device();
@@ -431,7 +444,8 @@ class PlanComparer {
     };
     const auto dx = devices(p_.x);
     const auto dy = devices(p_.y);
-    if (dx != dy) report_.add(DifferenceKind::plan, fmt::format("non_const_buffer_device {} -> {}", dx, dy));
+    if (dx != dy)
+      report_.add(DifferenceKind::plan, fmt::format("non_const_buffer_device {} -> {}", dx, dy));
   }
 
   const PlanPair& p_;

@@ -10,13 +10,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "dump/dump_internal.h"
-#include "dump/graph_dot.h"
-#include "pte/merge_internal.h"
-#include "ptepack/base/error.h"
 #include "base/format_util.h"
 #include "base/ordered_cursor.h"
+#include "dump/dump_internal.h"
+#include "dump/graph_dot.h"
 #include "hash/parallel_hash.h"
+#include "pte/merge_internal.h"
+#include "ptepack/base/error.h"
 #include "ptepack/io/progress.h"
 #include "verify/directory_check.h"
 

@@ -4,13 +4,13 @@
 #include <algorithm>
 #include <set>
 
-#include "ptepack/artifact/artifact.h"
-#include "ptepack/base/error.h"
 #include "base/format_util.h"
 #include "base/parallel.h"
 #include "core/file_content.h"
-#include "ptepack/core/release_files.h"
 #include "pack/pack_internal.h"
+#include "ptepack/artifact/artifact.h"
+#include "ptepack/base/error.h"
+#include "ptepack/core/release_files.h"
 #include "ptepack/pte/pte.h"
 
 namespace ptepack::detail {
@@ -115,8 +115,7 @@ void BaseRelease::plan(const std::vector<StoredTensor>& tensors, const PackOptio
   reuse_ = plan_reuse(tensors, *old_, options.sharding, options.shard_prefix);
   auto fresh = [&](const std::string& why) {
     if (role_ == Role::release) {
-      summary.notes.push_back(
-          fmt::format("--base {}: {}; no shard is reused", dir_.string(), why));
+      summary.notes.push_back(fmt::format("--base {}: {}; no shard is reused", dir_.string(), why));
     }
     reuse_ = ReusePlan{{}, std::vector<size_t>(tensors.size(), ReusePlan::npos), why};
     files_.clear();

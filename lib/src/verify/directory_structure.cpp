@@ -194,8 +194,8 @@ void DirectoryCheck::State::read_program() {
     auto bytes = file->read_range(0, file->size());
     report.bytes_hashed += bytes.size();
     if (to_hex(sha256(bytes)) != m.program.sha256) {
-      problems.push_back({ProblemId::file_changed, file->name(),
-                          digest_differs_line(file->name())});
+      problems.push_back(
+          {ProblemId::file_changed, file->name(), digest_differs_line(file->name())});
     }
     program = read_program_buffer(std::move(bytes), file->name());
   });

@@ -117,8 +117,7 @@ void DirectoryCheck::State::hash_and_compare(Progress* progress) {
     if (hex != s.sha256) {
       changed.insert(c.file.get());
       problems.push_back(
-          {ProblemId::file_changed, c.file->name(),
-           digest_differs_line(c.file->name())});
+          {ProblemId::file_changed, c.file->name(), digest_differs_line(c.file->name())});
     }
     const auto suffix = shard_file_name("", hex, m.shard_format);
     if (!s.file.ends_with(suffix)) {
@@ -131,9 +130,9 @@ void DirectoryCheck::State::hash_and_compare(Progress* progress) {
     if (program_files[p]) compare_program(p, digests[next++], changed);
   }
   if (options.tensors) {
-    compare_tensors(std::vector<Digest>(digests.begin() + static_cast<ptrdiff_t>(next),
-                                        digests.end()),
-                    ranges.size(), nullptr);
+    compare_tensors(
+        std::vector<Digest>(digests.begin() + static_cast<ptrdiff_t>(next), digests.end()),
+        ranges.size(), nullptr);
   } else {
     compare_tensors({}, ranges.size(), &changed);
   }

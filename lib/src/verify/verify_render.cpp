@@ -47,8 +47,9 @@ ErrorCode problem_exit_code(ProblemId id) {
 std::string render_verify_text(const VerifyReport& r) {
   std::string out;
   if (r.ok()) {
-    out += fmt::format("ok: {} ({}): {} files, {} tensors, {} bytes hashed\n", r.artifact, artifact_kind_name(r.kind),
-                       r.files_checked, r.tensors_checked, r.bytes_hashed);
+    out +=
+        fmt::format("ok: {} ({}): {} files, {} tensors, {} bytes hashed\n", r.artifact,
+                    artifact_kind_name(r.kind), r.files_checked, r.tensors_checked, r.bytes_hashed);
     // What a signature proved: a line only when one was checked.
     if (r.signature && r.signature->checked && r.signature->valid) {
       out += fmt::format("signature: valid, {} by {} (key hint {}), release {}{}\n",

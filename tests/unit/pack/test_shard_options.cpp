@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <set>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "ptepack/containers/manifest.h"
 #include "ptepack/pack/pack.h"

@@ -54,7 +54,7 @@ struct KeyState {
 struct KeyChange {
   std::string key;
   Change change = Change::changed;
-  std::vector<KeyAspect> changes;  // changed: what differs, in KeyAspect's order
+  std::vector<KeyAspect> changes;    // changed: what differs, in KeyAspect's order
   std::optional<KeyState> a;         // absent when added
   std::optional<KeyState> b;         // absent when removed
 };
