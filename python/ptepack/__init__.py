@@ -192,7 +192,7 @@ def pack(inputs: Union[PathLike, Sequence[PathLike]], output: PathLike, *,
 
 
 def verify(path: PathLike, *, ptepack: Optional[PathLike] = None, jobs: Optional[int] = None,
-           strict: bool = False, check: bool = False,
+           strict: bool = False, check: bool = False, tensors: bool = False,
            public_key: Union[PathLike, Sequence[PathLike], None] = None,
            newer_than: Optional[int] = None, program: Union[str, Sequence[str], None] = None,
            **options: Any) -> VerifyResult:
@@ -200,8 +200,10 @@ def verify(path: PathLike, *, ptepack: Optional[PathLike] = None, jobs: Optional
     or raises VerifyFailed with its problem lines when check=True. `public_key` (one or
     several) checks a signed release; `newer_than` refuses a rollback; `program` (one or
     several) checks only those programs of a directory of programs and the files they
-    load, as a device holding just those files does."""
-    own = dict(jobs=jobs, strict=strict,
+    load, as a device holding just those files does. `tensors=True` also hashes each
+    tensor of a packed directory against its recorded digest (each file is hashed once
+    either way)."""
+    own = dict(jobs=jobs, strict=strict, tensors=tensors,
                public_key=[public_key] if _is_path(public_key) else public_key,
                newer_than=newer_than,
                program=[program] if isinstance(program, str) else program)

@@ -140,6 +140,12 @@ class ModuleTest(unittest.TestCase):
         report = ptepack.verify(self.out("d"), ptepack=self.cli)
         self.assertTrue(report.ok)
         self.assertGreater(report.files_checked, 1)
+        files = sum(os.path.getsize(os.path.join(self.out("d"), n))
+                    for n in os.listdir(self.out("d")) if n != "manifest.json")
+        self.assertEqual(report.bytes_hashed, files)  # each file once
+        deep = ptepack.verify(self.out("d"), ptepack=self.cli, tensors=True)
+        self.assertTrue(deep.ok)
+        self.assertGreater(deep.bytes_hashed, files)  # and each tensor again
         shard = sorted(n for n in os.listdir(self.out("d")) if n.endswith(".ptd"))[0]
         path = os.path.join(self.out("d"), shard)
         with open(path, "r+b") as handle:
