@@ -313,13 +313,20 @@ InputFilePtr open_inside(const fs::path& dir, const std::string& name, const std
   return InputFile::open(path);
 }
 
+bool names_a_directory(const fs::path& path) {
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  return !ec && fs::exists(status) &&
+         (fs::is_directory(status) || path.filename() == "manifest.json");
+}
+
 ArtifactKind identify(const fs::path& path) {
   std::error_code ec;
   const auto status = fs::status(path, ec);
   if (ec || !fs::exists(status))
     fail(ErrorCode::io, "{}: no such file or directory", path.string());
   const auto filename = path.filename().string();
-  if (fs::is_directory(status) || filename == "manifest.json") {
+  if (names_a_directory(path)) {
     return manifest_version_of(directory_paths(path).manifest) ==
                    static_cast<uint64_t>(kManifestProgramsVersion)
                ? ArtifactKind::pte_directory
@@ -358,7 +365,8 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
   Artifact a;
   a.name = path.string();
   a.root = path;
-  const auto kind = identify(path);
+  // A directory's kind comes from its manifest, which load_directory reads.
+  const auto kind = names_a_directory(path) ? ArtifactKind::graph_directory : identify(path);
   auto no_data = [&] {
     if (!data_paths.empty()) {
       fail(ErrorCode::usage,

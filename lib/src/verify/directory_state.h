@@ -81,8 +81,7 @@ struct DirectoryCheck::State {
   [[nodiscard]] std::vector<ByteRange> to_hash() const;
   void hash_and_compare(Progress* progress);
   void compare_program(size_t p, const Digest& digest, std::set<const InputFile*>& changed);
-  void compare_tensors(std::vector<Digest> digests, size_t count,
-                       const std::set<const InputFile*>* changed);
+  void compare_tensors(std::vector<Digest> digests, const std::set<const InputFile*>* changed);
 };
 
 }  // namespace ptepack::detail

@@ -258,9 +258,8 @@ void check_inputs(const fs::path& path, const VerifyOptions& options) {
       fail(ErrorCode::io, "{}: no such data file", source.string());
   }
   if (options.data.empty()) return;
-  const auto kind = identify(path);
-  if (kind == ArtifactKind::graph_directory || kind == ArtifactKind::pte_directory ||
-      kind == ArtifactKind::package) {
+  const auto kind = names_a_directory(path) ? ArtifactKind::graph_directory : identify(path);
+  if (kind == ArtifactKind::graph_directory || kind == ArtifactKind::package) {
     fail(ErrorCode::usage,
          "{}: @DATA gives a program its data files; this input carries its own data",
          path.string());
@@ -319,8 +318,9 @@ VerifyReport verify_artifact(const fs::path& path, const VerifyOptions& options)
   try {
     std::error_code ec;
     auto filename = path.filename().string();
-    const auto kind = identify(path);
-    if (kind == ArtifactKind::graph_directory || kind == ArtifactKind::pte_directory) {
+    // A directory's kind comes from its manifest, which the directory check reads.
+    const auto kind = names_a_directory(path) ? ArtifactKind::graph_directory : identify(path);
+    if (kind == ArtifactKind::graph_directory) {
       report.kind = ArtifactKind::graph_directory;
       verify_directory(path, options, report);
       return report;

@@ -132,9 +132,9 @@ void DirectoryCheck::State::hash_and_compare(Progress* progress) {
   if (options.tensors) {
     compare_tensors(
         std::vector<Digest>(digests.begin() + static_cast<ptrdiff_t>(next), digests.end()),
-        ranges.size(), nullptr);
+        nullptr);
   } else {
-    compare_tensors({}, ranges.size(), &changed);
+    compare_tensors({}, &changed);
   }
 }
 
@@ -152,10 +152,10 @@ void DirectoryCheck::State::compare_program(size_t p, const Digest& digest,
 // Each tensor's bytes against its recorded digest: `digests` are those of
 // distinct_ranges(ranges) in order; when `changed` is given, only the tensors in those
 // files are hashed here (the others are proven by their file's digest).
-void DirectoryCheck::State::compare_tensors(std::vector<Digest> digests, size_t count,
+void DirectoryCheck::State::compare_tensors(std::vector<Digest> digests,
                                             const std::set<const InputFile*>* changed) {
   std::vector<size_t> picked;  // indices into hashed/ranges
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t i = 0; i < ranges.size(); ++i) {
     if (!changed || changed->count(ranges[i].file.get())) picked.push_back(i);
   }
   std::vector<ByteRange> own;
@@ -163,7 +163,7 @@ void DirectoryCheck::State::compare_tensors(std::vector<Digest> digests, size_t 
   const auto tensors = distinct_ranges(own);
   if (changed) digests = hash_ranges(tensors.ranges, options.jobs);
   for (const auto& r : tensors.ranges) report.bytes_hashed += r.size;
-  report.tensors_checked += count;
+  report.tensors_checked += ranges.size();
   for (size_t k = 0; k < picked.size(); ++k) {
     const auto& entry = *hashed[picked[k]];
     if (digests[tensors.slot[k]] != entry.second.sha256) {

@@ -35,6 +35,11 @@ enum class ArtifactKind {
 // a safetensors index, a safetensors file or a `.pte`; anything else a program graph.
 // Throws Error (io) when nothing is there.
 [[nodiscard]] ArtifactKind identify(const std::filesystem::path& path);
+// True when `path` is a packed directory by where it is (a directory, or a manifest.json that
+// exists): one of identify()'s two directory kinds, decided without reading the manifest.
+// Callers that treat both kinds alike ask this first and parse the manifest once, where
+// they read it.
+[[nodiscard]] bool names_a_directory(const std::filesystem::path& path);
 
 struct Artifact {
   ArtifactKind kind = ArtifactKind::graph;
