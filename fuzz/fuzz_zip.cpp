@@ -6,9 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "containers/zip.h"
 #include "fuzz_support.h"
 #include "ptepack/artifact/artifact.h"
-#include "containers/zip.h"
+#include "ptepack/verify/reader.h"
 #include "ptepack/verify/verify.h"
 
 namespace {

@@ -23,6 +23,7 @@
 #include "ptepack/base/memory_return.h"
 #include "ptepack/containers/manifest.h"
 #include "ptepack/io/output_file.h"
+#include "ptepack/verify/verify.h"
 
 namespace {
 
@@ -31,7 +32,7 @@ bool json_wanted = false;
 
 // {"error": {"code", "problem", "message", "path"}} (schema/error.schema.json): the
 // message's first line; the path it starts with ("<file>: ..."), when it starts with one.
-void report_json(const std::string& message, int code) {
+void report_json(const std::string& message, int code, std::optional<ptepack::ProblemId> problem) {
   const std::string first = message.substr(0, message.find('\n'));
   const auto colon = first.find(": ");
   nlohmann::ordered_json path = nullptr;
@@ -41,22 +42,27 @@ void report_json(const std::string& message, int code) {
       prefix.find_first_of("/.") != std::string::npos) {
     path = prefix;
   }
-  nlohmann::ordered_json doc{{"error",
-                              {{"code", code},
-                               {"problem", nullptr},
-                               {"message", ptepack::escaped(first)},
-                               {"path", path}}}};
+  nlohmann::ordered_json doc{
+      {"error",
+       {{"code", code},
+        {"problem", problem ? nlohmann::ordered_json(ptepack::problem_id_name(*problem))
+                            : nlohmann::ordered_json(nullptr)},
+        {"message", ptepack::escaped(first)},
+        {"path", path}}}};
   std::cout << doc.dump(2) << '\n' << std::flush;
 }
 
-int report(const std::string& message, int code) {
+// A failure: one line on stderr per line of `message`, and with --json the error document
+// (`problem`: the identifier of the damage a strict reader found, docs/problems.md).
+int report(const std::string& message, int code,
+           std::optional<ptepack::ProblemId> problem = std::nullopt) {
   ptepack::wait_if_interrupted();
   std::istringstream lines(message);
   std::string line;
   // Names inside messages come from input files: escaped, whatever raised them.
   while (std::getline(lines, line))
     std::cerr << "ptepack: error: " << ptepack::escaped(line) << '\n';
-  if (json_wanted) report_json(message, code);
+  if (json_wanted) report_json(message, code, problem);
   return code;
 }
 
@@ -306,6 +312,8 @@ int main(int argc, char** argv) {
                                              : verify();
     ptepack::wait_if_interrupted();
     return code;
+  } catch (const ptepack::ProblemError& e) {
+    return report(e.what(), static_cast<int>(e.code()), e.id());
   } catch (const ptepack::Error& e) {
     return report(e.what(), static_cast<int>(e.code()));
   } catch (const std::bad_alloc&) {

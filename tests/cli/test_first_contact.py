@@ -146,13 +146,19 @@ def a_program_inside_a_packed_directory_finds_its_shards(ctx):
     link = os.path.join(ctx.mkdir("link"), "conv.pte")
     os.symlink(program, link)
     ctx.check("data files listed for it" in ctx.run_ok("dump", link).out, "through a link")
-    # A damaged manifest beside it: the program is read alone, with a note saying why.
+    # A damaged manifest beside it: nothing to check the program against, so every command
+    # refuses it as verify does (manifest_inconsistent, exit 3), with verify's line.
     manifest_path = os.path.join(out, "manifest.json")
     text = open(manifest_path, encoding="utf-8").read()
     with open(manifest_path, "w", encoding="utf-8") as handle:
         handle.write(text.replace('"cap_mode": "file"', '"cap_mode": "both"'))
-    alone = ctx.run("dump", program)
-    ctx.check(alone.code == 0 and "not used" in alone.out, f"damaged manifest: {alone!r}")
+    verified = ctx.run("verify", program)
+    ctx.code(verified, 1, "verify beside a damaged manifest")
+    for args in (["dump", program], ["diff", program, program]):
+        alone = ctx.run(*args)
+        ctx.check(alone.code == 3 and "cap_mode" in alone.err and
+                  alone.err.splitlines()[:1] == verified.err.splitlines()[:1],
+                  f"damaged manifest: {alone!r} against {verified!r}")
     with open(manifest_path, "w", encoding="utf-8") as handle:
         handle.write(text)
     # The shards are what it is checked against: one missing is an error naming it.

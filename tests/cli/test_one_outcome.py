@@ -73,7 +73,7 @@ DAMAGES = {
     "manifest_not_json": (lambda d: write(os.path.join(d, "manifest.json"), "{not json"),
                           "file_unreadable", False),
     "unknown_manifest_version": (edited_manifest(lambda m: m.update(version=9)),
-                                 "file_unreadable", False),
+                                 "file_unreadable", True),
 }
 
 
@@ -88,8 +88,10 @@ def damaged_copy(ctx, good, name):
     return d
 
 
-def expect_outcome(ctx, runs, code, line, name):
-    """Each command: the code, verify's first line, nothing written, one error document."""
+def expect_outcome(ctx, runs, problem, line, name):
+    """Each command: the code, verify's first line, nothing written, one error document
+    naming the problem."""
+    code = damage_exit_code(problem)
     for what, argv in runs.items():
         result = ctx.run(*argv)
         ctx.code(result, code, f"{name}: {what}")
@@ -102,6 +104,7 @@ def expect_outcome(ctx, runs, code, line, name):
         doc = ctx.run(*argv, "--json")
         ctx.code(doc, code, f"{name}: {what} --json")
         ctx.equal(doc.json()["error"]["code"], code, f"{name}: {what}: the error document")
+        ctx.equal(doc.json()["error"]["problem"], problem, f"{name}: {what}: its problem")
 
 
 @suite.test
@@ -121,8 +124,7 @@ def each_damage_gives_one_code_from_every_command(ctx):
             "pack --base": ["pack", good, "-o", os.path.join(ctx.mkdir(name + "-new"), "new"),
                             "--base", d],
         }
-        expect_outcome(ctx, runs, damage_exit_code(problem),
-                       first_line(ctx.run("verify", d)), name)
+        expect_outcome(ctx, runs, problem, first_line(ctx.run("verify", d)), name)
         if name in ("changed_shard_byte", "stray_file"):  # what only hashing sees
             loose = ctx.run("dump", d, "--no-hash")
             ctx.code(loose, 0 if name == "changed_shard_byte" else 3, f"{name}: dump --no-hash")
@@ -149,8 +151,10 @@ def a_program_of_a_damaged_directory_gives_one_code_from_every_command(ctx):
             "diff B": ["diff", os.path.join(good, PROGRAM), program],
             "pack": ["pack", program, "-o", os.path.join(ctx.mkdir(name + "-one"), "one.pte")],
         }
-        expect_outcome(ctx, runs, damage_exit_code(problem),
-                       first_line(ctx.run("verify", program)), f"{name} DIR/{PROGRAM}")
+        expect_outcome(ctx, runs, problem, first_line(ctx.run("verify", program)),
+                       f"{name} DIR/{PROGRAM}")
+        if name == "unknown_manifest_version":  # no record to check it against
+            ctx.equal(problem, "manifest_inconsistent", f"{name}: verify DIR/{PROGRAM}")
 
 
 if __name__ == "__main__":

@@ -12,4 +12,5 @@
 #include "ptepack/io/output_file.h"
 #include "ptepack/pack/pack.h"
 #include "ptepack/sign/sign.h"
+#include "ptepack/verify/reader.h"
 #include "ptepack/verify/verify.h"

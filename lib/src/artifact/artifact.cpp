@@ -1,4 +1,5 @@
-// Artifact sniffing and loading: packages, directories, programs and data files.
+// What an input is (identify, the one sniffer), where a program's data is (default_data),
+// and data files read alone. The reader that opens every kind is verify/reader.cpp.
 #include "ptepack/artifact/artifact.h"
 
 #include <sys/stat.h>
@@ -8,15 +9,16 @@
 
 #include <fmt/ranges.h>
 
-#include "ptepack/base/error.h"
+#include "artifact/input_rules.h"
 #include "base/parallel.h"
 #include "containers/flat_tensor.h"
 #include "containers/safetensors.h"
 #include "containers/zip.h"
 #include "hash/parallel_hash.h"
+#include "json/json_util.h"
+#include "ptepack/base/error.h"
 #include "ptepack/hash/sha256.h"
 #include "ptepack/io/progress.h"
-#include "json/json_util.h"
 
 namespace ptepack {
 namespace fs = std::filesystem;
@@ -35,216 +37,56 @@ std::string head_of(const fs::path& path) {
   return {bytes.begin(), bytes.end()};
 }
 
-// Moves every entry of `from` into `into` (nodes relinked, keys not copied).
-// A key both hold stays behind in `from`: the smallest is reported.
-void merge_table(TensorTable& into, TensorTable&& from, const std::string& source) {
-  into.merge(from);
-  if (!from.empty()) {
-    fail_input("{}: key {} is also provided by another data file", source,
-               quote(from.begin()->first));
-  }
-}
-
-void keep_program(Artifact& a, ProgramBuffer buffer, ProgramForm form) {
-  if (form == ProgramForm::tree) {
-    a.program_tree = unpack_program(std::move(buffer));
-  } else {
-    a.program = std::move(buffer);
-  }
-}
-
-void load_package(Artifact& a, ProgramForm form) {
-  auto file = InputFile::open(a.root);
-  auto members = zip::read_directory(*file);
-  const zip::Member* program = nullptr;
-  const zip::Member* weights = nullptr;
-  const zip::Member* aliases = nullptr;
-  for (const auto& m : members) {
-    if (m.name == "program.ptg")
-      program = &m;
-    else if (m.name == "program.safetensors")
-      weights = &m;
-    else if (m.name == "aliases.json")
-      aliases = &m;
-    else
-      fail_input("{}: unexpected member {} in package", a.name, quote(m.name));
-  }
-  if (program == nullptr) fail_input("{}: package has no program.ptg member", a.name);
-  if (program->size > Limits::max_program_bytes) {
-    fail_input("{}:program.ptg: {} bytes exceeds the program size limit", a.name, program->size);
-  }
-  auto bytes = file->read_range(program->data_offset, program->size);
-  if (zip::crc32_update(0, bytes) != program->crc32) {
-    fail_input("{}:program.ptg: CRC-32 does not match the stored bytes (corrupt package)", a.name);
-  }
-  a.program_file_bytes = bytes.size();
-  keep_program(a, read_program_buffer(std::move(bytes), a.name + ":program.ptg"), form);
-  if (weights != nullptr) {
-    // The package carries no digests, only CRC-32s: check them so a damaged
-    // package is never repacked or shown as if whole.
-    std::vector<uint8_t> buffer;
-    if (!zip::crc_matches(*file, *weights, buffer)) {
-      fail_input("{}:program.safetensors: CRC-32 does not match the stored bytes (corrupt package)",
-                 a.name);
+// A program graph's: the same-stem .safetensors or .safetensors.index.json beside it.
+DefaultData graph_default_data(const fs::path& path) {
+  DefaultData out;
+  auto stem = path;
+  stem.replace_extension();
+  std::error_code ec;
+  for (const char* ext : {".safetensors", ".safetensors.index.json"}) {
+    auto candidate = fs::path(stem.string() + ext);
+    if (fs::exists(candidate, ec)) {
+      out.files.push_back(candidate);
+      break;
     }
-    a.data = safetensors::read(file, weights->data_offset, weights->size,
-                               a.name + ":program.safetensors")
-                 .tensors;
   }
-  if (aliases == nullptr) return;
-  auto context = a.name + ":aliases.json";
-  if (aliases->size > Limits::max_header_bytes)
-    fail_input("{}: {} bytes exceeds the limit", context, aliases->size);
-  auto raw = file->read_range(aliases->data_offset, aliases->size);
-  if (zip::crc32_update(0, raw) != aliases->crc32)
-    fail_input("{}: CRC-32 does not match the stored bytes", context);
-  auto json = parse_json_strict(
-      std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()), context);
-  if (!json.is_object()) fail_input("{}: expected a JSON object of alias -> owner", context);
-  for (const auto& [alias, owner_json] : json.items()) {
-    if (!owner_json.is_string())
-      fail_input("{}: owner of {} is not a string", context, quote(alias));
-    auto owner = owner_json.get<std::string>();
-    if (a.data.count(alias))
-      fail_input("{}: alias {} is also stored in program.safetensors", context, quote(alias));
-    if (json.contains(owner))
-      fail_input("{}: owner {} of {} is itself an alias", context, quote(owner), quote(alias));
-    auto it = a.data.find(owner);
-    if (it == a.data.end())
-      fail_input("{}: owner {} of {} is not in program.safetensors", context, quote(owner),
-                 quote(alias));
-    a.aliases.emplace(alias, owner);
-  }
-  for (const auto& [alias, owner] : a.aliases) a.data.emplace(alias, a.data.at(owner));
-}
-
-void load_graph_program(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
-                        const std::string& manifest_name, ProgramForm form);
-void load_shards(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
-                 const std::string& manifest_name);
-
-void load_directory(Artifact& a, ProgramForm form) {
-  auto paths = directory_paths(a.root);
-  a.root = paths.dir;
-  auto manifest_file = InputFile::open(paths.manifest);
-  a.manifest = read_manifest_file(*manifest_file, manifest_file->name());
-  const auto& m = *a.manifest;
-  if (m.version == kManifestProgramsVersion) {
-    a.kind = ArtifactKind::pte_directory;
-    for (const auto& entry : m.programs) {
-      auto file = open_inside(paths.dir, entry.file, manifest_file->name());
-      if (file->size() != entry.size)
-        fail_input("{}", size_differs_line(file->name(), file->size(), entry.size));
-      if (to_hex(hash_ranges({ByteRange{file, 0, file->size()}}, 0).front()) != entry.sha256)
-        fail_input("{}", digest_differs_line(file->name()));
-      a.pte_programs.push_back({entry.file, pte::read(file), entry.named_data});
-    }
-    load_shards(a, paths, m, manifest_file->name());
-    return;
-  }
-  // The program and the shards are independent: read them at once (each a
-  // good share of a many-tensor dump; a small program is not worth a thread).
-  // Errors are raised program first (parallel_for reports the lowest index's),
-  // as when they are read one after the other.
-  const unsigned jobs = m.program.size >= kOverlapProgramBytes ? effective_jobs(0) : 1;
-  parallel_for(2, jobs, [&](size_t task) {
-    if (task == 0) {
-      load_graph_program(a, paths, m, manifest_file->name(), form);
-    } else {
-      load_shards(a, paths, m, manifest_file->name());
-    }
-  });
-}
-
-void load_graph_program(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
-                        const std::string& manifest_name, ProgramForm form) {
-  auto program_file = open_inside(paths.dir, m.program.file, manifest_name);
-  if (program_file->size() > Limits::max_program_bytes) {
-    fail_input("{}: program of {} bytes exceeds the limit", program_file->name(),
-               program_file->size());
-  }
-  auto program_bytes = program_file->read_range(0, program_file->size());
-  if (program_bytes.size() != m.program.size) {
-    fail_input("{}", size_differs_line(program_file->name(), program_bytes.size(), m.program.size));
-  }
-  if (to_hex(sha256(program_bytes)) != m.program.sha256)
-    fail_input("{}", digest_differs_line(program_file->name()));
-  a.program_file_bytes = program_bytes.size();
-  keep_program(a, read_program_buffer(std::move(program_bytes), program_file->name()), form);
-}
-
-void load_shards(Artifact& a, const DirectoryPaths& paths, const Manifest& m,
-                 const std::string& manifest_name) {
-  for (const auto& shard : m.shards) {
-    auto file = open_inside(paths.dir, shard.file, manifest_name);
-    TensorTable table =
-        m.shard_format == ShardFormat::ptd ? ptd::read_file(file).tensors : safetensors::read(file).tensors;
-    for (const auto& key : shard.stale) table.erase(key);  // not part of this release
-    merge_table(a.data, std::move(table), file->name());
-  }
-  for (const auto& [key, t] : m.tensors) {
-    if (a.data.count(key)) continue;
-    if (!t.alias_of) fail_input("{}: tensor {} is in no shard", manifest_name, quote(key));
-    auto owner = a.data.find(*t.alias_of);
-    if (owner == a.data.end()) {
-      fail_input("{}: tensor {} is an alias of {}, which is in no shard", manifest_name, quote(key),
-                 quote(*t.alias_of));
-    }
-    a.aliases.emplace(key, *t.alias_of);
-  }
-  for (const auto& [alias, owner] : a.aliases) a.data.emplace(alias, a.data.at(owner));
-  for (const auto& [key, t] : m.tensors) {
-    if (t.alias_of && !a.aliases.count(key)) a.aliases.emplace(key, *t.alias_of);
-    a.data.at(key).expected_sha256 = t.sha256;
-  }
-}
-
-// A .pte program; its EXTERNAL tensors come from .ptd data files (@DATA, or
-// the same-stem .ptd beside it when the program has EXTERNAL tensors).
-void load_pte(Artifact& a, const fs::path& path, const std::vector<fs::path>& data_paths,
-              bool use_default_data) {
-  a.kind = ArtifactKind::pte;
-  ProgramFile entry{path.filename().string(), pte::read(InputFile::open(path)), std::nullopt};
-  std::vector<fs::path> sources = data_paths;
-  if (sources.empty() && use_default_data) {
-    auto found = default_program_data(path, entry.program);
-    sources = std::move(found.files);
-    entry.named_keys = std::move(found.named_keys);
-    if (found.note) a.notes.push_back(std::move(*found.note));
-  }
-  for (const auto& source : sources) {
-    if (identify(source) != ArtifactKind::ptd) {
-      fail(ErrorCode::usage, "{}: data for a .pte program must be .ptd files", source.string());
-    }
-    merge_table(a.data, ptd::read_file(InputFile::open(source)).tensors, source.string());
-    a.data_files.push_back(source.string());
-  }
-  a.pte_programs.push_back(std::move(entry));
+  return out;
 }
 
 }  // namespace
 
-DefaultProgramData default_program_data(const fs::path& pte_path, const pte::Program& program) {
-  DefaultProgramData out;
+void refuse_data(const std::string& name, const std::vector<fs::path>& data_paths) {
+  if (!data_paths.empty()) {
+    fail(ErrorCode::usage,
+         "{}: @DATA gives a program its data files; this input carries its own data", name);
+  }
+}
+
+DefaultData default_data(const fs::path& pte_path, const pte::Program* pte_program) {
+  if (pte_program == nullptr) return graph_default_data(pte_path);
+  const auto& program = *pte_program;
+  DefaultData out;
   std::error_code ec;
   // A link to a program in a packed directory finds that directory's manifest.
   auto real = fs::canonical(pte_path, ec);
   if (ec) real = pte_path;
   const auto dir = real.parent_path().empty() ? fs::path(".") : real.parent_path();
   const auto manifest_path = dir / "manifest.json";
-  if (manifest_version_of(manifest_path) == static_cast<uint64_t>(kManifestProgramsVersion)) {
+  // A ptepack manifest of any version but a program graph's is read as the program's record
+  // (one it cannot read is a problem, never a reason to read the program alone).
+  const auto version = manifest_version_of(manifest_path);
+  if (version && *version != static_cast<uint64_t>(kManifestVersion)) {
     Manifest m;  // no programs when it cannot be read
     try {
       m = read_manifest_file(*InputFile::open(manifest_path), manifest_path.string());
-    } catch (const Error& e) {  // `verify DIR` says what is wrong with it; the program is read alone
-      out.note = fmt::format("{} not used: {}", manifest_path.string(), e.what());
+    } catch (const Error& e) {  // the program's record is lost: a problem for every command
       out.manifest_problem = e.what();
     }
     const auto name = real.filename().string();
     const auto size = fs::file_size(real, ec);
     for (const auto& entry : m.programs) {
       if (entry.file != name) continue;
-      out.record = DefaultProgramData::Record{manifest_path, entry, {}};
+      out.record = DefaultData::Record{manifest_path, entry, {}};
       for (const auto& file : entry.shards) {
         auto shard = std::find_if(m.shards.begin(), m.shards.end(),
                                   [&](const ManifestShard& s) { return s.file == file; });
@@ -358,71 +200,6 @@ TensorTable load_data_file(const fs::path& path) {
   fail(ErrorCode::usage,
        "{}: unknown data file type (expected .safetensors, .safetensors.index.json or .ptd)",
        path.string());
-}
-
-Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_paths,
-                       bool use_default_data, ProgramForm form) {
-  Artifact a;
-  a.name = path.string();
-  a.root = path;
-  // A directory's kind comes from its manifest, which load_directory reads.
-  const auto kind = names_a_directory(path) ? ArtifactKind::graph_directory : identify(path);
-  auto no_data = [&] {
-    if (!data_paths.empty()) {
-      fail(ErrorCode::usage,
-           "{}: @DATA gives a program its data files; this input carries its own data", a.name);
-    }
-  };
-  switch (kind) {
-    case ArtifactKind::graph_directory:
-    case ArtifactKind::pte_directory:
-      no_data();
-      a.kind = ArtifactKind::graph_directory;  // load_directory: the manifest's kind
-      load_directory(a, form);
-      return a;
-    case ArtifactKind::safetensors_index:
-      a.kind = kind;
-      a.data = safetensors::read_index(path);
-      return a;
-    case ArtifactKind::package:
-      no_data();
-      a.kind = kind;
-      load_package(a, form);
-      return a;
-    case ArtifactKind::ptd:
-      a.kind = kind;
-      a.data = ptd::read_file(InputFile::open(path)).tensors;
-      return a;
-    case ArtifactKind::safetensors:
-      a.kind = kind;
-      a.data = safetensors::read(InputFile::open(path)).tensors;
-      return a;
-    case ArtifactKind::pte:
-      load_pte(a, path, data_paths, use_default_data);
-      return a;
-    case ArtifactKind::graph:
-      break;
-  }
-  std::error_code ec;
-  a.kind = ArtifactKind::graph;
-  keep_program(a, read_program_file_buffer(path, &a.program_file_bytes), form);
-  std::vector<fs::path> sources = data_paths;
-  if (sources.empty() && use_default_data) {
-    auto stem = path;
-    stem.replace_extension();
-    for (const char* ext : {".safetensors", ".safetensors.index.json"}) {
-      auto candidate = fs::path(stem.string() + ext);
-      if (fs::exists(candidate, ec)) {
-        sources.push_back(candidate);
-        break;
-      }
-    }
-  }
-  for (const auto& source : sources) {
-    merge_table(a.data, load_data_file(source), source.string());
-    a.data_files.push_back(source.string());
-  }
-  return a;
 }
 
 }  // namespace ptepack

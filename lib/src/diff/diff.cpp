@@ -10,11 +10,11 @@
 #include <set>
 
 #include "diff/diff_pte.h"
-#include "ptepack/artifact/artifact.h"
-#include "ptepack/base/error.h"
 #include "graph/program_keys.h"
 #include "hash/parallel_hash.h"
-#include "verify/directory_check.h"
+#include "ptepack/artifact/artifact.h"
+#include "ptepack/base/error.h"
+#include "ptepack/verify/reader.h"
 
 namespace ptepack {
 namespace {
@@ -181,20 +181,17 @@ bool ArtifactDiff::equivalent() const {
 
 ArtifactDiff diff_artifacts(const DiffSide& a, const DiffSide& b, unsigned jobs,
                             const std::optional<MethodPair>& method) {
-  // A packed directory is compared on its manifest's digests, so it is first
-  // checked whole, as verify checks it: a damaged side is an error, never a verdict.
-  std::vector<std::string> checked;
-  for (const auto* side : {&a, &b}) {
-    if (!side->data.empty()) continue;
-    for (auto& note : detail::check_before_use(side->path, jobs))
-      checked.push_back(std::move(note));
-  }
-  auto left = load_artifact(a.path, a.data);
-  auto right = load_artifact(b.path, b.data);
+  // A packed directory is compared on its manifest's digests, so the reader checks it
+  // whole, as verify checks it: a damaged side is an error, never a verdict.
+  ReadOptions read;
+  read.jobs = jobs;
+  auto left = load_artifact(a.path, a.data, true, ProgramForm::buffer, read);
+  auto right = load_artifact(b.path, b.data, true, ProgramForm::buffer, read);
   ArtifactDiff d;
-  d.notes = std::move(checked);
   d.a = left.name;
   d.b = right.name;
+  for (const auto* side : {&left, &right})
+    d.notes.insert(d.notes.end(), side->checked.begin(), side->checked.end());
   for (const auto* side : {&left, &right}) {
     for (const auto& note : side->notes) d.notes.push_back(fmt::format("{}: {}", side->name, note));
   }

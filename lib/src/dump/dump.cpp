@@ -18,7 +18,7 @@
 #include "pte/merge_internal.h"
 #include "ptepack/base/error.h"
 #include "ptepack/io/progress.h"
-#include "verify/directory_check.h"
+#include "ptepack/verify/reader.h"
 
 namespace ptepack {
 namespace detail {
@@ -308,11 +308,12 @@ void dump_artifact(const std::filesystem::path& path, const DumpOptions& options
   using namespace detail;  // NOLINT: the collection helpers and types of this command
   Sink out(write, options.json ? 0 : options.width);
   // Read as every command reads it: a packed directory, or a program its manifest lists,
-  // checked against the manifest first (check_before_use; --no-hash: the structure only).
-  std::vector<std::string> checked;
-  if (options.data.empty()) checked = check_before_use(path, options.jobs, !options.no_hash);
-  auto artifact = load_artifact(path, options.data);
-  artifact.notes.insert(artifact.notes.end(), checked.begin(), checked.end());
+  // checked against the manifest (--no-hash: the structure and sizes only).
+  ReadOptions read;
+  read.hash = !options.no_hash;
+  read.jobs = options.jobs;
+  auto artifact = load_artifact(path, options.data, true, ProgramForm::buffer, read);
+  artifact.notes.insert(artifact.notes.end(), artifact.checked.begin(), artifact.checked.end());
   if (options.graph_dot) {
     if (!artifact.program && artifact.pte_programs.empty()) {
       fail(ErrorCode::usage, "{}: a {} holds no program to draw (--graph=dot)", artifact.name,

@@ -360,6 +360,10 @@ ProgramPtr unpack_program(ProgramBuffer buffer) {
   return program;
 }
 
+ProgramPtr unpack_program_kept(const ProgramBuffer& buffer) {
+  return buffer ? unpack_root(buffer.root()) : nullptr;
+}
+
 ProgramPtr read_program_binary(std::span<const uint8_t> bytes, const std::string& context) {
   return unpack_root(check_program_bytes(bytes, context));
 }

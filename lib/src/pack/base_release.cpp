@@ -55,13 +55,13 @@ BaseRelease::BaseRelease(const fs::path& path, int version, uint64_t alignment, 
          version == kManifestProgramsVersion ? ".pte programs" : "a program graph");
   }
   // A damaged base is refused as verify reports it, and said to be the base.
-  try {
-    raise_first_problem(check_report_);
-  } catch (const Error& e) {
-    fail(e.code(),
-         "{}\n--base {}: the previous release is damaged (ptepack verify {} lists why); nothing "
-         "written",
-         e.what(), path.string(), path.string());
+  if (!check_report_.problems.empty()) {
+    auto first = check_report_.problems.front();
+    first.text += fmt::format(
+        "\n--base {}: the previous release is damaged (ptepack verify {} lists why); nothing "
+        "written",
+        path.string(), path.string());
+    throw ProblemError(first);
   }
   old_ = check_->manifest();
   read_shard_facts(alignment);
@@ -131,8 +131,11 @@ void BaseRelease::plan(const std::vector<StoredTensor>& tensors, const PackOptio
     const auto& shard = old_->shards[index];
     auto file = check_->shard_file(index);  // read, its size and keys checked, by structure()
     if (!shard.file.ends_with(shard_file_name("", shard.sha256, old_->shard_format))) {
-      fail_input("{}: name does not end in its manifest SHA-256's 16 digits (the base is damaged)",
-                 file->name());
+      throw ProblemError(
+          {ProblemId::shard_name, file->name(),
+           fmt::format("{}: name does not end in its manifest SHA-256's 16 digits (the base is "
+                       "damaged)",
+                       file->name())});
     }
     // The limits again, on the stored tensors the file holds (stale ones
     // included); its payload is the manifest's, which structure() held the file to.
@@ -159,8 +162,11 @@ void BaseRelease::copy_kept(const fs::path& dir, AtomicOutput& output, Progress*
     OutputFile file(dir / s.file, output.display_name(s.file));
     const auto digest = write_hashed(file, content, progress, OutputFile::Durability::at_commit);
     if (to_hex(digest) != s.sha256) {
-      fail_input("{}: SHA-256 differs from the manifest (the base is damaged); nothing written",
-                 files_[r]->name());
+      throw ProblemError(
+          {ProblemId::file_changed, files_[r]->name(),
+           fmt::format("{}: SHA-256 differs from the manifest (the base is damaged); nothing "
+                       "written",
+                       files_[r]->name())});
     }
   }
 }

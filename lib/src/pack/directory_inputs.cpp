@@ -1,6 +1,7 @@
 // pack's packed-directory inputs, checked with verify's own directory checks.
 #include <filesystem>
 
+#include "artifact/input_rules.h"
 #include "pack/pack_internal.h"
 #include "verify/directory_check.h"
 
@@ -22,22 +23,23 @@ void DirectoryInputs::reserve(size_t inputs, unsigned jobs) {
   jobs_ = jobs;
 }
 
-void DirectoryInputs::check_structure(size_t slot, const std::filesystem::path& path,
-                                      bool default_data) {
-  if (!has_checkable_manifest(path)) {
-    // A program of a packed directory, loaded with the shards its manifest lists, is
-    // checked against that record first; any other input's reader says what is wrong.
-    if (default_data) (void)check_before_use(path, jobs_);
-    return;
+Artifact DirectoryInputs::read(size_t slot, const InputSpec& spec, ProgramForm form) {
+  if (!has_checkable_manifest(spec.path)) {
+    ReadOptions read;
+    read.jobs = jobs_;
+    return load_artifact(spec.path, spec.data, true, form, read);
   }
   auto s = std::make_unique<Slot>();
   s->options.jobs = jobs_;
   s->options.tensors = true;  // pack takes each tensor's digest from the manifest
-  s->check = std::make_unique<DirectoryCheck>(path, s->options, s->report);
-  // Refused with the first problem verify would list (a structure problem comes first).
+  s->check = std::make_unique<DirectoryCheck>(spec.path, s->options, s->report, ReadMode::strict);
   s->check->structure();
-  raise_first_problem(s->report);
+  refuse_data(spec.path.string(), spec.data);
+  Artifact artifact;
+  artifact.name = spec.path.string();
+  s->check->read_into(artifact, form, true);
   slots_.at(slot) = std::move(s);
+  return artifact;
 }
 
 uint64_t DirectoryInputs::hash_total() const {
@@ -51,8 +53,7 @@ uint64_t DirectoryInputs::hash_total() const {
 void DirectoryInputs::check_bytes(Progress* progress) {
   for (const auto& s : slots_) {
     if (!s) continue;
-    s->check->bytes(progress);
-    raise_first_problem(s->report);
+    s->check->bytes(progress);  // strict: raises the first problem
   }
 }
 

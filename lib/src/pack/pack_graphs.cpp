@@ -24,9 +24,7 @@ std::vector<Artifact> load_graph_inputs(const PackOptions& options,
   directories.reserve(options.inputs.size(), options.jobs);
   parallel_for(options.inputs.size(), effective_jobs(options.jobs), [&](size_t i) {
     const auto& spec = options.inputs[i];
-    directories.check_structure(i, spec.path, spec.data.empty());
-    // merge renames in the object tree
-    loaded[i] = load_artifact(spec.path, spec.data, true, ProgramForm::tree);
+    loaded[i] = directories.read(i, spec, ProgramForm::tree);  // merge renames in the tree
     const auto& artifact = loaded[i];
     if (!artifact.pte_programs.empty()) {
       fail(ErrorCode::usage, "{}: .pte programs cannot be packed together with program graphs",

@@ -10,16 +10,17 @@
 #include <thread>
 #include <vector>
 
-#include "pack/base_release.h"
-#include "ptepack/artifact/artifact.h"
-#include "ptepack/containers/manifest.h"
 #include "core/directory_plan.h"
 #include "core/file_content.h"
 #include "hash/parallel_hash.h"
+#include "pack/base_release.h"
+#include "ptepack/artifact/artifact.h"
+#include "ptepack/containers/manifest.h"
 #include "ptepack/core/storage.h"
 #include "ptepack/io/output_file.h"
 #include "ptepack/io/progress.h"
 #include "ptepack/pack/pack.h"
+#include "ptepack/verify/reader.h"
 
 namespace ptepack::detail {
 
@@ -243,11 +244,11 @@ class DirectoryInputs {
 
   // Sizes the list for `inputs` slots (each filled by at most one thread).
   void reserve(size_t inputs, unsigned jobs);
-  // When `path` is a packed directory or its manifest: its structure checks;
-  // throws with their problems. A program its directory's manifest lists, read
-  // with the shards listed for it (`default_data`: no @DATA given): checked
-  // against that record (check_before_use).
-  void check_structure(size_t slot, const std::filesystem::path& path, bool default_data);
+  // Input `slot` read by the one reader (load_artifact, strict). A packed directory or its
+  // manifest: its structure checked, and the artifact built from that check; its bytes are
+  // checked later (check_bytes, start_bytes). A program its directory's manifest lists,
+  // read with the shards listed for it, is checked against that record by the reader.
+  [[nodiscard]] Artifact read(size_t slot, const InputSpec& spec, ProgramForm form);
   [[nodiscard]] uint64_t hash_total() const;
   // Every checked directory's bytes; throws verify_failed with the problems.
   void check_bytes(Progress* progress);

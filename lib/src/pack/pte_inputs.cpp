@@ -34,8 +34,7 @@ void load_inputs(const PackOptions& options, PteInputs& in) {
     const auto& spec = options.inputs[i];
     const auto& text = spec.text;
     if (spec.method) check_method_name(*spec.method, text);
-    in.directories.check_structure(i, spec.path, spec.data.empty());
-    auto artifact = load_artifact(spec.path, spec.data);
+    auto artifact = in.directories.read(i, spec, ProgramForm::buffer);
     if (artifact.pte_programs.empty()) {
       fail(ErrorCode::usage, "{}: a {} cannot be packed together with .pte programs", artifact.name,
            artifact_kind_name(artifact.kind));

@@ -17,6 +17,7 @@
 #include "ptepack/base/error.h"
 #include "ptepack/containers/manifest.h"
 #include "ptepack/verify/verify.h"
+#include "verify/diagnostics.h"
 
 namespace ptepack::detail {
 
@@ -24,25 +25,13 @@ namespace ptepack::detail {
 // damaged directory with every line verify prints), its code `code` or else the first
 // problem's problem_exit_code.
 void raise_problems(const VerifyReport& report, std::optional<ErrorCode> code = std::nullopt);
-// The strict reader's outcome (dump, diff, pack): the first problem verify would list, its
-// line and its problem_exit_code; `verify` lists the rest.
-void raise_first_problem(const VerifyReport& report);
 
 // True when `path` is a directory (or a manifest.json in one) whose manifest is a regular
-// file or missing: what dump, diff and pack check before reading (a missing manifest is
-// then refused with verify's line, file_missing). A manifest that is there but not a
+// file or missing: what the reader checks (a missing manifest is then refused with
+// verify's line, file_missing). A manifest that is there but not a
 // regular file (a FIFO, a device) is left to the reader, which refuses it as I/O (exit 5)
 // before any check, as it refuses any input that cannot be read as a file.
 bool has_checkable_manifest(const std::filesystem::path& path);
-
-// The one integrity step every command runs on an artifact before it uses it (dump, diff
-// and pack; verify runs the same checks, collecting every problem): a packed directory is
-// checked as verify checks it (both steps; with `hash` false the structure only, and a note
-// says its bytes were not checked), a program its directory's manifest lists is checked
-// against that record (check_against_record), then raise_problems(report). Returns the
-// check's notes. Nothing for any other path.
-[[nodiscard]] std::vector<std::string> check_before_use(const std::filesystem::path& path,
-                                                        unsigned jobs, bool hash = true);
 
 // A program its directory's manifest lists (verify DIR/prog.pte, the check a device makes
 // on the one program it runs): the program file and every shard listed for it against the
@@ -50,9 +39,10 @@ bool has_checkable_manifest(const std::filesystem::path& path);
 // sizes only). Problems and a note go to the report; returns the listed shards that are
 // missing (reported here).
 std::set<std::filesystem::path> check_against_record(const InputFilePtr& program,
-                                                     const DefaultProgramData::Record& record,
+                                                     const DefaultData::Record& record,
                                                      const VerifyOptions& options,
-                                                     VerifyReport& report, bool hash = true);
+                                                     VerifyReport& report, bool hash = true,
+                                                     ReadMode mode = ReadMode::collect);
 
 // Signed releases (verify_signature.cpp): options that need --public-key refused
 // without it (usage), and a checked directory's signature and release number.
@@ -62,8 +52,9 @@ void check_release_signature(const std::filesystem::path& path, const Manifest& 
 
 class DirectoryCheck {
  public:
+  // In ReadMode::strict the first problem is raised where it is found (ProblemError).
   DirectoryCheck(const std::filesystem::path& path, const VerifyOptions& options,
-                 VerifyReport& report);
+                 VerifyReport& report, ReadMode mode = ReadMode::collect);
   ~DirectoryCheck();
   DirectoryCheck(const DirectoryCheck&) = delete;
   DirectoryCheck& operator=(const DirectoryCheck&) = delete;
@@ -95,6 +86,12 @@ class DirectoryCheck {
   // only bytes() reads (the shards' tensor tables, the program, the tensors
   // to hash). manifest(), shard_file() and program_file() stay.
   void free_tables();
+  // After structure() (and bytes(), where it runs): the directory as the Artifact every
+  // command uses, built from what the check read (directory_artifact.cpp), so no file is
+  // read or hashed twice. With `bytes_to_come` (bytes() runs later: pack), the program
+  // graph is handed on as an object tree (ProgramForm::tree, whatever `form` says) and the
+  // tables as copies, since bytes() still reads them.
+  void read_into(Artifact& artifact, ProgramForm form, bool bytes_to_come);
 
  private:
   struct State;

@@ -5,6 +5,7 @@
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -14,7 +15,9 @@
 #include "ptepack/containers/manifest.h"
 #include "ptepack/graph/program.h"
 #include "ptepack/io/progress.h"
+#include "ptepack/pte/pte.h"
 #include "ptepack/tensors/tensor.h"
+#include "verify/diagnostics.h"
 #include "verify/directory_check.h"
 
 namespace ptepack::detail {
@@ -30,12 +33,12 @@ struct ShardContents {
 };
 
 struct DirectoryCheck::State {
-  State(const fs::path& path, const VerifyOptions& o, VerifyReport& r)
-      : options(o), report(r), problems(r.problems), paths(directory_paths(path)) {}
+  State(const fs::path& path, const VerifyOptions& o, VerifyReport& r, ReadMode mode)
+      : options(o), report(r), problems(mode, r.problems), paths(directory_paths(path)) {}
 
   const VerifyOptions& options;
   VerifyReport& report;
-  std::vector<Problem>& problems;
+  Diagnostics problems;
   DirectoryPaths paths;
   std::string mname;
   Manifest m;
@@ -51,6 +54,7 @@ struct DirectoryCheck::State {
   std::vector<ShardContents> contents;  // parallel to m.shards
   std::map<std::string, size_t> shard_index;
   std::vector<InputFilePtr> program_files;  // a directory of programs: parallel to m.programs
+  std::vector<std::optional<pte::Program>> pte_programs;  // each as read, for the reader
   // Tensors to hash: the manifest entry and the bytes found for it.
   std::vector<const std::pair<const std::string, ManifestTensor>*> hashed;
   std::vector<ByteRange> ranges;

@@ -29,7 +29,7 @@ using ShardIndex = std::map<std::string, size_t>;
 // The cap holds for shard `s`, or --oversize own-shard lets it exceed it alone
 // (one stored tensor, its aliases).
 void check_shard_cap(const Manifest& m, const ManifestShard& s, const InputFile& file,
-                     uint64_t payload, std::vector<Problem>& out) {
+                     uint64_t payload, Diagnostics& out) {
   uint64_t measured = cap_measure(m.cap_mode, file.size(), payload);
   auto alone = [&] {
     const Digest* stored = nullptr;  // the digest every key must share
@@ -42,15 +42,15 @@ void check_shard_cap(const Manifest& m, const ManifestShard& s, const InputFile&
     return true;
   };
   if (measured > *m.max_shard_bytes && !(m.oversize_own_shard && alone())) {
-    out.push_back({ProblemId::shard_contents, file.name(),
-                   fmt::format("{}: {} {} bytes exceed the cap {}", file.name(),
-                               m.cap_mode == CapMode::file ? "file of" : "payload of", measured,
-                               *m.max_shard_bytes)});
+    out.add({ProblemId::shard_contents, file.name(),
+             fmt::format("{}: {} {} bytes exceed the cap {}", file.name(),
+                         m.cap_mode == CapMode::file ? "file of" : "payload of", measured,
+                         *m.max_shard_bytes)});
   }
 }
 
 // The file holds the keys this release reads and the stale ones, nothing else.
-void check_shard_keys(const ManifestShard& s, const ShardContents& c, std::vector<Problem>& out) {
+void check_shard_keys(const ManifestShard& s, const ShardContents& c, Diagnostics& out) {
   std::vector<std::string_view> listed(s.keys.begin(), s.keys.end());
   listed.insert(listed.end(), s.stale.begin(), s.stale.end());
   std::sort(listed.begin(), listed.end());
@@ -59,7 +59,7 @@ void check_shard_keys(const ManifestShard& s, const ShardContents& c, std::vecto
       std::equal(c.tensors.begin(), c.tensors.end(), listed.begin(),
                  [](const auto& entry, std::string_view key) { return entry.first == key; });
   if (!same_keys) {
-    out.push_back(
+    out.add(
         {ProblemId::shard_contents, c.file->name(),
          fmt::format("{}: keys in the file differ from the manifest's list ({} in file, {} listed)",
                      c.file->name(), c.tensors.size(), listed.size())});
@@ -68,7 +68,7 @@ void check_shard_keys(const ManifestShard& s, const ShardContents& c, std::vecto
 
 // A .ptd shard's table: its tensors, the payload of its segments, and the
 // manifest's alignment checked (the first tensor off it reported).
-void read_ptd_shard(const Manifest& m, ShardContents& c, std::vector<Problem>& out,
+void read_ptd_shard(const Manifest& m, ShardContents& c, Diagnostics& out,
                     std::vector<std::string>& notes) {
   auto f = ptd::read_file(c.file);
   note_unreferenced_segments(f, notes);
@@ -76,10 +76,10 @@ void read_ptd_shard(const Manifest& m, ShardContents& c, std::vector<Problem>& o
   c.tensors = std::move(f.tensors);
   for (const auto& [key, t] : c.tensors) {
     if (m.alignment && t.bytes.size > 0 && t.bytes.offset % *m.alignment != 0) {
-      out.push_back({ProblemId::shard_contents, c.file->name(),
-                     fmt::format("{}: tensor {} at offset {} is not on the manifest's "
-                                 "alignment {}",
-                                 c.file->name(), quote(key), t.bytes.offset, *m.alignment)});
+      out.add({ProblemId::shard_contents, c.file->name(),
+               fmt::format("{}: tensor {} at offset {} is not on the manifest's "
+                           "alignment {}",
+                           c.file->name(), quote(key), t.bytes.offset, *m.alignment)});
       break;
     }
   }
@@ -89,13 +89,13 @@ void read_ptd_shard(const Manifest& m, ShardContents& c, std::vector<Problem>& o
 std::vector<DataFile> program_data_files(const ManifestProgramEntry& entry,
                                          const ShardIndex& shard_index,
                                          const std::vector<ShardContents>& contents,
-                                         const std::string& name, std::vector<Problem>& problems) {
+                                         const std::string& name, Diagnostics& problems) {
   std::vector<DataFile> files;
   for (const auto& shard : entry.shards) {
     auto it = shard_index.find(shard);
     if (it == shard_index.end()) {
-      problems.push_back({ProblemId::manifest_inconsistent, name,
-                          fmt::format("{}: data file {} is not a listed shard", name, shard)});
+      problems.add({ProblemId::manifest_inconsistent, name,
+                    fmt::format("{}: data file {} is not a listed shard", name, shard)});
     } else if (contents[it->second].readable) {
       files.push_back({shard, &contents[it->second].tensors});
     }
@@ -108,14 +108,14 @@ std::vector<DataFile> program_data_files(const ManifestProgramEntry& entry,
 void check_unused_data_files(const ManifestProgramEntry& entry, const std::set<std::string>& own,
                              const ShardIndex& shard_index,
                              const std::vector<ShardContents>& contents, const std::string& name,
-                             std::vector<Problem>& problems) {
+                             Diagnostics& problems) {
   for (const auto& shard : entry.shards) {
     auto it = shard_index.find(shard);
     if (it == shard_index.end() || !contents[it->second].readable) continue;
     const auto& keys = contents[it->second].tensors;
     if (std::none_of(keys.begin(), keys.end(),
                      [&](const auto& k) { return own.count(k.first) > 0; })) {
-      problems.push_back(
+      problems.add(
           {ProblemId::manifest_inconsistent, name,
            fmt::format("{}: lists data file {}, which holds none of its keys", name, shard)});
     }
@@ -124,7 +124,7 @@ void check_unused_data_files(const ManifestProgramEntry& entry, const std::set<s
 
 // Two or more programs: each shard names the programs that list it, in manifest order.
 void check_shard_programs(const Manifest& m, const ShardIndex& shard_index,
-                          const std::string& mname, std::vector<Problem>& problems) {
+                          const std::string& mname, Diagnostics& problems) {
   std::vector<std::vector<std::string>> listing(m.shards.size());
   for (const auto& entry : m.programs) {
     for (const auto& shard : entry.shards) {
@@ -138,12 +138,11 @@ void check_shard_programs(const Manifest& m, const ShardIndex& shard_index,
   for (size_t i = 0; written && i < m.shards.size(); ++i) {
     const auto& expected = m.programs.size() > 1 ? listing[i] : std::vector<std::string>{};
     if (m.shards[i].programs != expected) {
-      problems.push_back(
-          {ProblemId::manifest_inconsistent, mname,
-           fmt::format("{}: shard {}: programs [{}] differ from the programs that "
-                       "list it [{}]",
-                       mname, m.shards[i].file, fmt::join(m.shards[i].programs, ", "),
-                       fmt::join(expected, ", "))});
+      problems.add({ProblemId::manifest_inconsistent, mname,
+                    fmt::format("{}: shard {}: programs [{}] differ from the programs that "
+                                "list it [{}]",
+                                mname, m.shards[i].file, fmt::join(m.shards[i].programs, ", "),
+                                fmt::join(expected, ", "))});
     }
   }
 }
@@ -154,8 +153,8 @@ void DirectoryCheck::State::files_present() {
   if (programs) {
     for (const auto& p : m.programs) {
       if (!expected.insert(p.file).second)
-        problems.push_back({ProblemId::manifest_inconsistent, mname,
-                            fmt::format("{}: program {} is listed twice", mname, p.file)});
+        problems.add({ProblemId::manifest_inconsistent, mname,
+                      fmt::format("{}: program {} is listed twice", mname, p.file)});
     }
   } else {
     expected.insert(m.program.file);
@@ -163,23 +162,22 @@ void DirectoryCheck::State::files_present() {
   if (!ptd_format) expected.insert("model.safetensors.index.json");
   for (const auto& s : m.shards) {
     if (!expected.insert(s.file).second)
-      problems.push_back({ProblemId::manifest_inconsistent, mname,
-                          fmt::format("{}: shard {} is listed twice", mname, s.file)});
+      problems.add({ProblemId::manifest_inconsistent, mname,
+                    fmt::format("{}: shard {} is listed twice", mname, s.file)});
   }
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(paths.dir, ec)) {
     auto name = entry.path().filename().string();
     if (is_ignored_name(name)) continue;  // the signature and git's files (docs/signing.md)
     if (!expected.count(name)) {
-      problems.push_back(
+      problems.add(
           {ProblemId::file_stray, entry.path().string(),
            fmt::format("{}: stray file not listed in the manifest", entry.path().string())});
     }
   }
   if (ec)
-    problems.push_back(
-        {ProblemId::file_unreadable, paths.dir.string(),
-         fmt::format("{}: cannot list directory: {}", paths.dir.string(), ec.message())});
+    problems.add({ProblemId::file_unreadable, paths.dir.string(),
+                  fmt::format("{}: cannot list directory: {}", paths.dir.string(), ec.message())});
 }
 
 void DirectoryCheck::State::read_program() {
@@ -187,15 +185,14 @@ void DirectoryCheck::State::read_program() {
     auto file = open_inside(paths.dir, m.program.file, mname);
     ++report.files_checked;
     if (file->size() != m.program.size) {
-      problems.push_back({ProblemId::file_changed, file->name(),
-                          size_differs_line(file->name(), file->size(), m.program.size)});
+      problems.add({ProblemId::file_changed, file->name(),
+                    size_differs_line(file->name(), file->size(), m.program.size)});
     }
     if (file->size() > Limits::max_program_bytes) fail_input("{}: program too large", file->name());
     auto bytes = file->read_range(0, file->size());
     report.bytes_hashed += bytes.size();
     if (to_hex(sha256(bytes)) != m.program.sha256) {
-      problems.push_back(
-          {ProblemId::file_changed, file->name(), digest_differs_line(file->name())});
+      problems.add({ProblemId::file_changed, file->name(), digest_differs_line(file->name())});
     }
     program = read_program_buffer(std::move(bytes), file->name());
   });
@@ -210,20 +207,20 @@ void DirectoryCheck::State::read_shards() {
   std::vector<char> read(m.shards.size(), 0);
   parallel_for(m.shards.size(), effective_jobs(options.jobs), [&](size_t i) {
     const auto& s = m.shards[i];
-    auto& out = per_shard[i];
+    Diagnostics out(ReadMode::collect, per_shard[i]);
     if (skipped(s.file, wanted_shard[i])) return;
     read[i] = 1;
     attempt(out, ProblemId::file_unreadable, (paths.dir / s.file).string(), [&] {
       auto file = open_inside(paths.dir, s.file, mname);
       if (file->size() != s.size) {
-        out.push_back({ProblemId::file_changed, file->name(),
-                       size_differs_line(file->name(), file->size(), s.size)});
+        out.add({ProblemId::file_changed, file->name(),
+                 size_differs_line(file->name(), file->size(), s.size)});
       }
       // Recorded shard options hold for every shard (docs/manifest.md).
       if (m.shard_prefix && !s.file.starts_with(*m.shard_prefix + "-")) {
-        out.push_back({ProblemId::shard_name, file->name(),
-                       fmt::format("{}: name does not start with the manifest's shard_prefix {}",
-                                   file->name(), quote(*m.shard_prefix))});
+        out.add({ProblemId::shard_name, file->name(),
+                 fmt::format("{}: name does not start with the manifest's shard_prefix {}",
+                             file->name(), quote(*m.shard_prefix))});
       }
       auto& c = contents[i];
       c.file = file;
@@ -235,15 +232,15 @@ void DirectoryCheck::State::read_shards() {
       }
       c.readable = true;
       if (c.payload != s.payload_bytes) {
-        out.push_back({ProblemId::shard_contents, file->name(),
-                       fmt::format("{}: payload {} differs from the manifest's {}", file->name(),
-                                   c.payload, s.payload_bytes)});
+        out.add({ProblemId::shard_contents, file->name(),
+                 fmt::format("{}: payload {} differs from the manifest's {}", file->name(),
+                             c.payload, s.payload_bytes)});
       }
       if (m.max_shard_bytes) check_shard_cap(m, s, *file, c.payload, out);
       check_shard_keys(s, c, out);
     });
   });
-  for (auto& found : per_shard) problems.insert(problems.end(), found.begin(), found.end());
+  for (auto& found : per_shard) problems.add_all(std::move(found));
   for (auto& found : notes) report.notes.insert(report.notes.end(), found.begin(), found.end());
   report.files_checked += static_cast<uint64_t>(std::count(read.begin(), read.end(), 1));
   for (size_t i = 0; i < m.shards.size(); ++i) shard_index[m.shards[i].file] = i;
@@ -263,8 +260,8 @@ void DirectoryCheck::State::check_tensors() {
     auto where = [&, &k = key] { return fmt::format("{}: tensor {}", mname, quote(k)); };
     auto si = shard_index.find(t.shard);
     if (si == shard_index.end()) {
-      problems.push_back({ProblemId::manifest_inconsistent, mname,
-                          fmt::format("{}: shard {} is not listed", where(), t.shard)});
+      problems.add({ProblemId::manifest_inconsistent, mname,
+                    fmt::format("{}: shard {} is not listed", where(), t.shard)});
       continue;
     }
     const auto& c = contents[si->second];
@@ -278,13 +275,13 @@ void DirectoryCheck::State::check_tensors() {
         found = &*alias_data.emplace_hint(alias_data.end(), key, o->second);
     }
     if (found == nullptr) {
-      problems.push_back({ProblemId::shard_contents, (paths.dir / t.shard).string(),
-                          fmt::format("{}: not readable from {}", where(), t.shard)});
+      problems.add({ProblemId::shard_contents, (paths.dir / t.shard).string(),
+                    fmt::format("{}: not readable from {}", where(), t.shard)});
       continue;
     }
     const TensorData& d = found->second;
     if (d.dtype != t.dtype || d.shape != t.shape || d.bytes.size != t.nbytes) {
-      problems.push_back(
+      problems.add(
           {ProblemId::shard_contents, (paths.dir / t.shard).string(),
            fmt::format("{}: manifest says {} [{}] {} bytes but {} holds {} [{}] {} bytes", where(),
                        dtype_name(t.dtype), fmt::join(t.shape, ", "), t.nbytes, t.shard,
@@ -293,17 +290,17 @@ void DirectoryCheck::State::check_tensors() {
     if (t.alias_of) {
       auto owner = m.tensors.find(*t.alias_of);
       if (owner == m.tensors.end() || owner->second.alias_of) {
-        problems.push_back(
+        problems.add(
             {ProblemId::manifest_inconsistent, mname,
              fmt::format("{}: alias_of {} is not a stored owner", where(), quote(*t.alias_of))});
       } else if (owner->second.sha256 != t.sha256 || owner->second.shard != t.shard ||
                  !(key > *t.alias_of)) {
-        problems.push_back({ProblemId::manifest_inconsistent, mname,
-                            fmt::format("{}: alias_of {} disagrees (digest, shard or owner order)",
-                                        where(), quote(*t.alias_of))});
+        problems.add({ProblemId::manifest_inconsistent, mname,
+                      fmt::format("{}: alias_of {} disagrees (digest, shard or owner order)",
+                                  where(), quote(*t.alias_of))});
       }
       if (t.is_mutable)
-        problems.push_back(
+        problems.add(
             {ProblemId::manifest_inconsistent, mname,
              fmt::format("{}: state key is an alias (state is never deduplicated)", where())});
     }
@@ -323,16 +320,16 @@ void DirectoryCheck::State::check_unlisted_keys() {
     const auto& stale = m.shards[i].stale;
     for (const auto& key : stale) {
       if (listed.contains(key)) {
-        problems.push_back({ProblemId::manifest_inconsistent, mname,
-                            fmt::format("{}: key {} is stale in {} and a tensor of the manifest",
-                                        mname, quote(key), m.shards[i].file)});
+        problems.add({ProblemId::manifest_inconsistent, mname,
+                      fmt::format("{}: key {} is stale in {} and a tensor of the manifest", mname,
+                                  quote(key), m.shards[i].file)});
       }
     }
     for (const auto& [key, t] : contents[i].tensors) {
       if (!listed.contains(key) && !std::binary_search(stale.begin(), stale.end(), key)) {
-        problems.push_back({ProblemId::shard_contents, (paths.dir / m.shards[i].file).string(),
-                            fmt::format("{}: key {} in {} is not in the manifest", mname,
-                                        quote(key), m.shards[i].file)});
+        problems.add({ProblemId::shard_contents, (paths.dir / m.shards[i].file).string(),
+                      fmt::format("{}: key {} in {} is not in the manifest", mname, quote(key),
+                                  m.shards[i].file)});
       }
     }
   }
@@ -355,10 +352,9 @@ void DirectoryCheck::State::keys_in_two_shards() {
            std::tie(b.second->shard, b.second->position);
   });
   for (const auto& [first, later] : twice) {
-    problems.push_back(
-        {ProblemId::manifest_inconsistent, mname,
-         fmt::format("{}: key {} is in two shards: {} and {}", mname, quote(later->key),
-                     m.shards[first->shard].file, m.shards[later->shard].file)});
+    problems.add({ProblemId::manifest_inconsistent, mname,
+                  fmt::format("{}: key {} is in two shards: {} and {}", mname, quote(later->key),
+                              m.shards[first->shard].file, m.shards[later->shard].file)});
   }
   // A stale key counts too: a program listing both files would meet it twice.
   std::map<std::string_view, size_t> holder;  // key -> first shard holding it
@@ -367,9 +363,9 @@ void DirectoryCheck::State::keys_in_two_shards() {
     for (const auto& key : m.shards[i].stale) {
       auto [it, fresh] = holder.emplace(key, i);
       if (!fresh && it->second != i) {
-        problems.push_back({ProblemId::manifest_inconsistent, mname,
-                            fmt::format("{}: key {} is in two shards: {} and {}", mname, quote(key),
-                                        m.shards[it->second].file, m.shards[i].file)});
+        problems.add({ProblemId::manifest_inconsistent, mname,
+                      fmt::format("{}: key {} is in two shards: {} and {}", mname, quote(key),
+                                  m.shards[it->second].file, m.shards[i].file)});
       }
     }
   }
@@ -400,6 +396,7 @@ void DirectoryCheck::State::keys_in_two_shards() {
 void DirectoryCheck::State::check_program_entries() {
   std::set<std::string> needed;
   program_files.resize(m.programs.size());
+  pte_programs.resize(m.programs.size());
   for (size_t p = 0; p < m.programs.size(); ++p) {
     const auto& entry = m.programs[p];
     needed.insert(entry.named_data.begin(), entry.named_data.end());
@@ -408,8 +405,8 @@ void DirectoryCheck::State::check_program_entries() {
       auto file = open_inside(paths.dir, entry.file, mname);
       ++report.files_checked;
       if (file->size() != entry.size) {
-        problems.push_back({ProblemId::file_changed, file->name(),
-                            size_differs_line(file->name(), file->size(), entry.size)});
+        problems.add({ProblemId::file_changed, file->name(),
+                      size_differs_line(file->name(), file->size(), entry.size)});
       }
       program_files[p] = file;
       if (!wanted_program[p]) return;  // present, not asked for: its size and digest only
@@ -417,7 +414,7 @@ void DirectoryCheck::State::check_program_entries() {
       record_lines(problems, ProblemId::program_rules, file->name(),
                    [&](auto& lines) { check_shared_state(pte_program, file->name(), lines); });
       if (pte_program.plans != entry.methods) {
-        problems.push_back(
+        problems.add(
             {ProblemId::manifest_inconsistent, file->name(),
              fmt::format("{}: methods [{}] differ from the manifest's [{}]", file->name(),
                          fmt::join(pte_program.plans, ", "), fmt::join(entry.methods, ", "))});
@@ -429,10 +426,10 @@ void DirectoryCheck::State::check_program_entries() {
       // Named data is read by delegates only: a program without one reads none of it
       // (a program swapped for another under the manifest's digest and size).
       if (!entry.named_data.empty() && pte_program.delegates.empty()) {
-        problems.push_back({ProblemId::manifest_inconsistent, file->name(),
-                            fmt::format("{}: the manifest lists {} named-data keys for it, but it "
-                                        "has no delegate to read them",
-                                        file->name(), entry.named_data.size())});
+        problems.add({ProblemId::manifest_inconsistent, file->name(),
+                      fmt::format("{}: the manifest lists {} named-data keys for it, but it "
+                                  "has no delegate to read them",
+                                  file->name(), entry.named_data.size())});
       }
       std::set<std::string> own(entry.named_data.begin(), entry.named_data.end());
       for (const auto& t : pte_program.tensors) {
@@ -440,6 +437,7 @@ void DirectoryCheck::State::check_program_entries() {
       }
       needed.insert(own.begin(), own.end());
       check_unused_data_files(entry, own, shard_index, contents, file->name(), problems);
+      pte_programs[p] = std::move(pte_program);
     });
   }
   check_shard_programs(m, shard_index, mname, problems);
@@ -447,7 +445,7 @@ void DirectoryCheck::State::check_program_entries() {
   for (const auto& [key, t] : m.tensors) {
     if (subset) break;
     if (!needed.count(key)) {
-      problems.push_back(
+      problems.add(
           {ProblemId::manifest_inconsistent, mname,
            fmt::format("{}: key {} in {} is needed by no program", mname, quote(key), t.shard)});
     }
@@ -459,10 +457,9 @@ void DirectoryCheck::State::derived_fields() {
   uint64_t total = 0;
   for (const auto& s : m.shards) total += s.payload_bytes;
   if (total != m.total_size)
-    problems.push_back(
-        {ProblemId::manifest_inconsistent, mname,
-         fmt::format("{}: metadata.total_size {} differs from the shards' payload {}", mname,
-                     m.total_size, total)});
+    problems.add({ProblemId::manifest_inconsistent, mname,
+                  fmt::format("{}: metadata.total_size {} differs from the shards' payload {}",
+                              mname, m.total_size, total)});
   if (ptd_format) return;
   attempt(problems, ProblemId::file_unreadable,
           (paths.dir / "model.safetensors.index.json").string(), [&] {
@@ -471,7 +468,7 @@ void DirectoryCheck::State::derived_fields() {
                 file->read_range(0, std::min<uint64_t>(file->size(), Limits::max_header_bytes));
             auto expected_index = safetensors::index_json(total, weight_map_of(m));
             if (std::string(raw.begin(), raw.end()) != expected_index) {
-              problems.push_back(
+              problems.add(
                   {ProblemId::manifest_inconsistent, file->name(),
                    fmt::format("{}: does not match the manifest's weight_map", file->name())});
             }

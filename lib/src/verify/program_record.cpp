@@ -1,5 +1,5 @@
-// A program of a packed directory read with its manifest's record, and the one integrity
-// step every command runs before it uses an artifact (directory_check.h).
+// A program of a packed directory checked against its manifest's record: the check a device
+// makes on the one program it runs, and the reader's before it loads such a program.
 #include <fmt/format.h>
 
 #include <set>
@@ -18,10 +18,10 @@ namespace ptepack::detail {
 namespace fs = std::filesystem;
 
 std::set<fs::path> check_against_record(const InputFilePtr& program,
-                                        const DefaultProgramData::Record& record,
+                                        const DefaultData::Record& record,
                                         const VerifyOptions& options, VerifyReport& report,
-                                        bool hash) {
-  auto& problems = report.problems;
+                                        bool hash, ReadMode mode) {
+  Diagnostics problems(mode, report.problems);
   const auto manifest = record.manifest.string();
   const auto dir = record.manifest.parent_path();
   std::vector<std::pair<InputFilePtr, std::pair<std::string, uint64_t>>> files{
@@ -31,14 +31,14 @@ std::set<fs::path> check_against_record(const InputFilePtr& program,
     const auto path = dir / record.program.shards[k];
     std::error_code ec;
     if (!record.shards[k]) {
-      problems.push_back({ProblemId::manifest_inconsistent, manifest,
-                          fmt::format("{}: {} lists shard {}, which its shards do not", manifest,
-                                      record.program.file, record.program.shards[k])});
+      problems.add({ProblemId::manifest_inconsistent, manifest,
+                    fmt::format("{}: {} lists shard {}, which its shards do not", manifest,
+                                record.program.file, record.program.shards[k])});
     } else if (!fs::is_regular_file(path, ec)) {
       missing.insert(path);
-      problems.push_back({ProblemId::file_missing, path.string(),
-                          fmt::format("{}: missing (listed for {} in {})", path.string(),
-                                      record.program.file, manifest)});
+      problems.add({ProblemId::file_missing, path.string(),
+                    fmt::format("{}: missing (listed for {} in {})", path.string(),
+                                record.program.file, manifest)});
     } else {
       files.push_back({InputFile::open(path), {record.shards[k]->sha256, record.shards[k]->size}});
     }
@@ -50,11 +50,10 @@ std::set<fs::path> check_against_record(const InputFilePtr& program,
     const auto& [file, expected] = files[i];
     if (hash) report.bytes_hashed += file->size();
     if (file->size() != expected.second) {
-      problems.push_back({ProblemId::file_changed, file->name(),
-                          size_differs_line(file->name(), file->size(), expected.second)});
+      problems.add({ProblemId::file_changed, file->name(),
+                    size_differs_line(file->name(), file->size(), expected.second)});
     } else if (hash && to_hex(digests[i]) != expected.first) {
-      problems.push_back(
-          {ProblemId::file_changed, file->name(), digest_differs_line(file->name())});
+      problems.add({ProblemId::file_changed, file->name(), digest_differs_line(file->name())});
     }
   }
   report.notes.push_back(
@@ -63,37 +62,6 @@ std::set<fs::path> check_against_record(const InputFilePtr& program,
                   program->name(), manifest, record.program.shards.size(),
                   hash ? " and SHA-256" : " only (not hashed)"));
   return missing;
-}
-
-std::vector<std::string> check_before_use(const fs::path& path, unsigned jobs, bool hash) {
-  VerifyOptions options;
-  options.jobs = jobs;
-  options.tensors = true;  // pack takes each tensor's digest from the manifest
-  VerifyReport report;
-  if (has_checkable_manifest(path)) {
-    DirectoryCheck check(path, options, report);
-    if (check.structure() && report.problems.empty() && hash) check.bytes(nullptr);
-    raise_first_problem(report);
-    if (!hash) {
-      report.notes.push_back(fmt::format(
-          "{}: files not hashed (--no-hash): their bytes were not checked against the manifest",
-          path.string()));
-    }
-    return std::move(report.notes);
-  }
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec) || identify(path) != ArtifactKind::pte) return {};
-  auto file = InputFile::open(path);
-  const auto found = default_program_data(path, pte::read(file));
-  if (!found.record) return {};
-  if (found.manifest_problem) {
-    report.problems.push_back({ProblemId::manifest_inconsistent,
-                               (path.parent_path() / "manifest.json").string(),
-                               *found.manifest_problem});
-  }
-  (void)check_against_record(file, *found.record, options, report, hash);
-  raise_first_problem(report);
-  return {};
 }
 
 }  // namespace ptepack::detail

@@ -1,5 +1,6 @@
 // verify: package and directory checks; every problem is collected, none is fatal to the report.
 #include "ptepack/verify/verify.h"
+#include "ptepack/verify/reader.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "artifact/input_rules.h"
 #include "containers/flat_tensor.h"
 #include "containers/safetensors.h"
 #include "containers/zip.h"
@@ -35,14 +37,14 @@ using MembersByName = std::map<std::string, const zip::Member*>;
 // Each member: expected, aligned for mmap, and its CRC-32 right.
 MembersByName check_members(const InputFile& file, const std::vector<zip::Member>& members,
                             VerifyReport& report) {
-  auto& problems = report.problems;
+  Diagnostics problems(ReadMode::collect, report.problems);
   const auto name = file.name();
   MembersByName by_name;
   auto buffer = chunk_buffer(file.size());
   for (const auto& m : members) {
     if (m.name != "program.ptg" && m.name != "program.safetensors" && m.name != "aliases.json") {
-      problems.push_back({ProblemId::package_layout, name,
-                          fmt::format("{}: unexpected member {}", name, quote(m.name))});
+      problems.add({ProblemId::package_layout, name,
+                    fmt::format("{}: unexpected member {}", name, quote(m.name))});
     }
     by_name[m.name] = &m;
     if (m.data_offset % 64 != 0) {
@@ -53,9 +55,8 @@ MembersByName check_members(const InputFile& file, const std::vector<zip::Member
           m.name, m.data_offset));
     }
     if (!zip::crc_matches(file, m, buffer)) {
-      problems.push_back(
-          {ProblemId::file_changed, name,
-           fmt::format("{}:{}: CRC-32 does not match the stored bytes", name, m.name)});
+      problems.add({ProblemId::file_changed, name,
+                    fmt::format("{}:{}: CRC-32 does not match the stored bytes", name, m.name)});
     }
     report.bytes_hashed += m.size;
   }
@@ -66,11 +67,11 @@ MembersByName check_members(const InputFile& file, const std::vector<zip::Member
 // to `data` as its owner's tensor.
 std::map<std::string, std::string> check_aliases(const InputFile& file, const zip::Member& a,
                                                  const ProgramKeys& keys, TensorTable& data,
-                                                 std::vector<Problem>& problems) {
+                                                 Diagnostics& problems) {
   std::map<std::string, std::string> aliases;
   auto context = file.name() + ":aliases.json";
   auto add = [&](std::string text) {
-    problems.push_back({ProblemId::package_layout, file.name(), std::move(text)});
+    problems.add({ProblemId::package_layout, file.name(), std::move(text)});
   };
   attempt(problems, ProblemId::file_unreadable, file.name(), [&] {
     if (a.size > Limits::max_header_bytes) fail_input("{}: too large", context);
@@ -129,16 +130,16 @@ void check_duplicates(const std::string& name, const TensorTable& data,
     auto [it, fresh] =
         seen.emplace(std::make_tuple(digests[i], static_cast<int>(t.dtype), t.shape), stored[i]);
     if (!fresh) {
-      report.problems.push_back(
-          {ProblemId::package_layout, name,
-           fmt::format("{}: keys {} and {} hold identical tensors but are both stored", name,
-                       quote(it->second), quote(stored[i]))});
+      Diagnostics(ReadMode::collect, report.problems)
+          .add({ProblemId::package_layout, name,
+                fmt::format("{}: keys {} and {} hold identical tensors but are both stored", name,
+                            quote(it->second), quote(stored[i]))});
     }
   }
 }
 
 void verify_package(const fs::path& path, const VerifyOptions& options, VerifyReport& report) {
-  auto& problems = report.problems;
+  Diagnostics problems(ReadMode::collect, report.problems);
   auto file = InputFile::open(path);
   auto name = file->name();
   std::vector<zip::Member> members;
@@ -148,8 +149,8 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
   report.files_checked = 1;
   auto by_name = check_members(*file, members, report);
   if (!by_name.count("program.ptg")) {
-    problems.push_back({ProblemId::package_layout, name,
-                        fmt::format("{}: package has no program.ptg member", name)});
+    problems.add({ProblemId::package_layout, name,
+                  fmt::format("{}: package has no program.ptg member", name)});
     return;
   }
   ProgramBuffer program;
@@ -184,7 +185,7 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
 // .ptd when it has EXTERNAL tensors), each read on its own: every EXTERNAL key
 // must be in exactly one of them with the layout the runtime demands.
 void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyReport& report) {
-  auto& problems = report.problems;
+  Diagnostics problems(ReadMode::collect, report.problems);
   pte::Program program;
   if (!attempt(problems, ProblemId::file_unreadable, file->name(),
                [&] { program = pte::read(file); }))
@@ -200,7 +201,7 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
   std::set<fs::path> missing;
   bool checked_whole = false;
   if (sources.empty()) {
-    auto found = default_program_data(file->path(), program);
+    auto found = default_data(file->path(), &program);
     sources = std::move(found.files);
     if (found.named_keys) named_keys = std::move(*found.named_keys);
     if (found.note) report.notes.push_back(fmt::format("{}: {}", file->name(), *found.note));
@@ -209,9 +210,9 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
       checked_whole = true;
     }
     if (found.manifest_problem) {  // a device cannot check the program against it
-      problems.push_back({ProblemId::manifest_inconsistent,
-                          (file->path().parent_path() / "manifest.json").string(),
-                          *found.manifest_problem});
+      problems.add(Problem{ProblemId::manifest_inconsistent,
+                           (file->path().parent_path() / "manifest.json").string(),
+                           *found.manifest_problem});
     }
   }
   std::vector<TensorTable> tables(sources.size());
@@ -260,9 +261,7 @@ void check_inputs(const fs::path& path, const VerifyOptions& options) {
   if (options.data.empty()) return;
   const auto kind = names_a_directory(path) ? ArtifactKind::graph_directory : identify(path);
   if (kind == ArtifactKind::graph_directory || kind == ArtifactKind::package) {
-    fail(ErrorCode::usage,
-         "{}: @DATA gives a program its data files; this input carries its own data",
-         path.string());
+    refuse_data(path.string(), options.data);
   }
   if (kind == ArtifactKind::pte) {
     for (const auto& source : options.data) {
@@ -273,7 +272,7 @@ void check_inputs(const fs::path& path, const VerifyOptions& options) {
 }
 
 // The naming rules pack enforces on every program it reads, and each method's structure.
-void check_program_methods(const Artifact& artifact, std::vector<Problem>& problems) {
+void check_program_methods(const Artifact& artifact, Diagnostics& problems) {
   const auto methods = access::methods(artifact.program.root());
   std::vector<std::string> rules;
   if (methods.empty()) rules.push_back(fmt::format("{}: program has no methods", artifact.name));
@@ -302,7 +301,8 @@ void verify_other(const fs::path& path, const VerifyOptions& options, VerifyRepo
   if (artifact.kind == ArtifactKind::ptd) {
     note_unreferenced_segments(ptd::read_file(InputFile::open(path)), report.notes);
   }
-  if (artifact.program) check_program_methods(artifact, report.problems);
+  Diagnostics problems(ReadMode::collect, report.problems);
+  if (artifact.program) check_program_methods(artifact, problems);
 }
 
 }  // namespace

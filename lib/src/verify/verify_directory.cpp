@@ -23,18 +23,17 @@ namespace {
 // The graph program against the manifest's state and mutable flags, then its
 // structure and data (check_packed_program).
 void check_graph_program(const nb::Program& program, const Manifest& m, const TensorLookup& data,
-                         const std::string& mname, std::vector<Problem>& problems) {
+                         const std::string& mname, Diagnostics& problems) {
   const ProgramKeys keys(program);
   const auto state = keys.mutated();
   if (!std::equal(state.begin(), state.end(), m.state.begin(), m.state.end()))
-    problems.push_back(
-        {ProblemId::manifest_inconsistent, mname,
-         fmt::format("{}: state list differs from the program's mutable keys", mname)});
+    problems.add({ProblemId::manifest_inconsistent, mname,
+                  fmt::format("{}: state list differs from the program's mutable keys", mname)});
   for (const auto& [key, t] : m.tensors) {
     if (t.is_mutable != keys.is_mutated(key)) {
-      problems.push_back({ProblemId::manifest_inconsistent, mname,
-                          fmt::format("{}: tensor {}: mutable flag disagrees with the program",
-                                      mname, quote(key))});
+      problems.add({ProblemId::manifest_inconsistent, mname,
+                    fmt::format("{}: tensor {}: mutable flag disagrees with the program", mname,
+                                quote(key))});
     }
   }
   record_lines(problems, ProblemId::program_rules, m.program.file, [&](auto& lines) {
@@ -72,7 +71,8 @@ void DirectoryCheck::State::start_program_checks() {
   auto check = [this] {
     try {
       // Nothing reads `data` after this (it runs once, here or on its thread).
-      check_graph_program(program.root(), m, TensorLookup(std::move(data)), mname, program_checks);
+      Diagnostics found(ReadMode::collect, program_checks);
+      check_graph_program(program.root(), m, TensorLookup(std::move(data)), mname, found);
     } catch (...) {
       program_checks_error = std::current_exception();
     }
@@ -116,14 +116,13 @@ void DirectoryCheck::State::hash_and_compare(Progress* progress) {
     const auto hex = to_hex(digests[next++]);
     if (hex != s.sha256) {
       changed.insert(c.file.get());
-      problems.push_back(
-          {ProblemId::file_changed, c.file->name(), digest_differs_line(c.file->name())});
+      problems.add({ProblemId::file_changed, c.file->name(), digest_differs_line(c.file->name())});
     }
     const auto suffix = shard_file_name("", hex, m.shard_format);
     if (!s.file.ends_with(suffix)) {
-      problems.push_back({ProblemId::shard_name, c.file->name(),
-                          fmt::format("{}: name does not end in {} (content-addressed name)",
-                                      c.file->name(), suffix)});
+      problems.add({ProblemId::shard_name, c.file->name(),
+                    fmt::format("{}: name does not end in {} (content-addressed name)",
+                                c.file->name(), suffix)});
     }
   }
   for (size_t p = 0; p < program_files.size(); ++p) {
@@ -145,7 +144,7 @@ void DirectoryCheck::State::compare_program(size_t p, const Digest& digest,
   report.bytes_hashed += f->size();
   if (to_hex(digest) != m.programs[p].sha256) {
     changed.insert(f.get());
-    problems.push_back({ProblemId::file_changed, f->name(), digest_differs_line(f->name())});
+    problems.add({ProblemId::file_changed, f->name(), digest_differs_line(f->name())});
   }
 }
 
@@ -167,16 +166,16 @@ void DirectoryCheck::State::compare_tensors(std::vector<Digest> digests,
   for (size_t k = 0; k < picked.size(); ++k) {
     const auto& entry = *hashed[picked[k]];
     if (digests[tensors.slot[k]] != entry.second.sha256) {
-      problems.push_back({ProblemId::tensor_bytes, (paths.dir / entry.second.shard).string(),
-                          fmt::format("{}: tensor {}: bytes do not match the manifest's SHA-256",
-                                      mname, quote(entry.first))});
+      problems.add({ProblemId::tensor_bytes, (paths.dir / entry.second.shard).string(),
+                    fmt::format("{}: tensor {}: bytes do not match the manifest's SHA-256", mname,
+                                quote(entry.first))});
     }
   }
 }
 
 DirectoryCheck::DirectoryCheck(const fs::path& path, const VerifyOptions& options,
-                               VerifyReport& report)
-    : state_(std::make_unique<State>(path, options, report)) {}
+                               VerifyReport& report, ReadMode mode)
+    : state_(std::make_unique<State>(path, options, report, mode)) {}
 
 DirectoryCheck::~DirectoryCheck() = default;
 
@@ -261,7 +260,7 @@ void DirectoryCheck::bytes(Progress* progress) {
   s.hash_and_compare(progress);
   if (s.program_checker.joinable()) s.program_checker.join();
   if (s.program_checks_error) std::rethrow_exception(s.program_checks_error);
-  s.problems.insert(s.problems.end(), s.program_checks.begin(), s.program_checks.end());
+  s.problems.add_all(std::move(s.program_checks));
 }
 
 void raise_problems(const VerifyReport& report, std::optional<ErrorCode> code) {
@@ -269,12 +268,6 @@ void raise_problems(const VerifyReport& report, std::optional<ErrorCode> code) {
   std::string lines;
   for (const auto& p : report.problems) lines += (lines.empty() ? "" : "\n") + p.text;
   throw Error(code.value_or(problem_exit_code(report.problems.front().id)), lines);
-}
-
-void raise_first_problem(const VerifyReport& report) {
-  if (report.problems.empty()) return;
-  const auto& first = report.problems.front();
-  throw Error(problem_exit_code(first.id), first.text);
 }
 
 bool has_checkable_manifest(const fs::path& path) {

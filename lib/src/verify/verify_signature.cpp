@@ -70,7 +70,8 @@ void check_release_signature(const fs::path& path, const Manifest& manifest,
   }
   std::string bundle;
   const auto before = report.problems.size();
-  if (!attempt(report.problems, ProblemId::signature_invalid, context, [&] {
+  Diagnostics problems(ReadMode::collect, report.problems);  // signatures are verify's alone
+  if (!attempt(problems, ProblemId::signature_invalid, context, [&] {
         auto file = InputFile::open(bundle_path);
         if (file->size() > kMaxBundleBytes) {
           fail(ErrorCode::verify_failed, "{}: {} bytes is too large for a signature", context,

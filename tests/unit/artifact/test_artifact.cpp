@@ -9,6 +9,7 @@
 #include "ptepack/base/error.h"
 #include "ptepack/io/input_file.h"
 #include "ptepack/pte/pte.h"
+#include "ptepack/verify/reader.h"
 #include "test_fixtures.h"
 
 namespace fs = std::filesystem;
@@ -84,9 +85,22 @@ TEST_CASE("artifact: an unknown or empty file is refused, naming it", "[artifact
 }
 
 TEST_CASE("artifact: a program's default data files, one rule", "[artifact]") {
+  SECTION("a program graph loads the same-stem .safetensors beside it") {
+    TempDir dir;
+    fs::copy_file(data_path("two_methods.ptg"), dir / "m.ptg");
+    CHECK(ptepack::default_data(dir / "m.ptg", nullptr).files.empty());
+    fs::copy_file(data_path("prefill.safetensors"), dir / "m.safetensors");
+    const auto found = ptepack::default_data(dir / "m.ptg", nullptr);
+    REQUIRE(found.files.size() == 1);
+    CHECK(found.files[0] == dir / "m.safetensors");
+    CHECK(load_artifact(dir / "m.ptg").data_files ==
+          std::vector<std::string>{(dir / "m.safetensors").string()});
+    CHECK(load_artifact(dir / "m.ptg", {}, false).data_files.empty());
+  }
   SECTION("a .pte with EXTERNAL tensors loads the same-stem .ptd beside it") {
     const auto path = pte_fixture("external_pair.pte");
-    const auto found = ptepack::default_program_data(path, read_program(path));
+    const auto program = read_program(path);
+    const auto found = ptepack::default_data(path, &program);
     REQUIRE(found.files.size() == 1);
     CHECK(found.files[0].filename() == "external_pair.ptd");
     CHECK_FALSE(found.named_keys);
@@ -94,7 +108,8 @@ TEST_CASE("artifact: a program's default data files, one rule", "[artifact]") {
   }
   SECTION("a .pte without EXTERNAL tensors needs none") {
     const auto path = pte_fixture("xnnpack_conv.pte");
-    CHECK(ptepack::default_program_data(path, read_program(path)).files.empty());
+    const auto program = read_program(path);
+    CHECK(ptepack::default_data(path, &program).files.empty());
   }
   SECTION("a program inside a packed directory loads the shards its manifest lists") {
     TempDir dir;
@@ -103,7 +118,8 @@ TEST_CASE("artifact: a program's default data files, one rule", "[artifact]") {
     const auto manifest = nlohmann::json::parse(file_bytes(dir / "ptes" / "manifest.json"));
     for (const auto& entry : manifest["programs"]) {
       const auto path = dir / "ptes" / entry["file"].get<std::string>();
-      const auto found = ptepack::default_program_data(path, read_program(path));
+      const auto program = read_program(path);
+      const auto found = ptepack::default_data(path, &program);
       std::vector<std::string> names;
       for (const auto& f : found.files) names.push_back(f.filename().string());
       CHECK(names == entry["shards"].get<std::vector<std::string>>());

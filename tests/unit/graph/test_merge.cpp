@@ -1,9 +1,10 @@
 // The transformation rules, one by one: names, mutability, checks, dedup inputs.
 #include <catch2/catch.hpp>
 
-#include "ptepack/base/error.h"
 #include "graph/program_walk.h"
+#include "ptepack/base/error.h"
 #include "ptepack/graph/merge.h"
+#include "ptepack/verify/reader.h"
 #include "test_support.h"
 
 using namespace ptepack;

@@ -5,11 +5,12 @@
 #include <map>
 #include <set>
 
-#include "ptepack/graph/merge.h"
-#include "graph/program_keys.h"
-#include "test_support.h"
 #include "graph/program_checks.h"
+#include "graph/program_keys.h"
 #include "pte/data_checks.h"
+#include "ptepack/graph/merge.h"
+#include "ptepack/verify/reader.h"
+#include "test_support.h"
 #include "verify/verify_support.h"
 
 using namespace ptepack;

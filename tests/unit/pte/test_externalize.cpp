@@ -29,7 +29,7 @@ struct Programs {
   void add(const fs::path& path, const std::string& file_name) {
     auto program = pte::read(InputFile::open(path));
     auto table = std::make_unique<TensorTable>();
-    for (const auto& f : default_program_data(path, program).files) {
+    for (const auto& f : default_data(path, &program).files) {
       auto more = load_data_file(f);
       table->insert(more.begin(), more.end());
     }

@@ -54,6 +54,9 @@ struct Artifact {
   std::optional<Manifest> manifest;            // directory artifacts
   std::vector<std::string> data_files;         // data sources read (program artifacts)
   std::vector<std::string> notes;              // how the data files were found, when not given
+  // What the reader's check against a manifest noted (files not hashed, a program checked
+  // against its record, temporaries left behind): each line names its file.
+  std::vector<std::string> checked;
 };
 
 // One INPUT argument: `[METHOD=]PATH[@DATA[,DATA...]]`, parsed once, where the
@@ -80,20 +83,13 @@ struct InputSpec {
 // before any data file is read so the two are never held with the data.
 enum class ProgramForm { buffer, tree };
 
-// Opens `path`. For a program, `data_paths` (the @DATA list) supplies tensors;
-// when empty and `use_default_data`, the same-stem .safetensors or
-// .safetensors.index.json beside the program is used if present.
-[[nodiscard]] Artifact load_artifact(const std::filesystem::path& path,
-                                     const std::vector<std::filesystem::path>& data_paths = {},
-                                     bool use_default_data = true,
-                                     ProgramForm form = ProgramForm::buffer);
-
-// The data files a .pte program is loaded with when none are given (PATH
-// without @DATA), the one rule dump, verify, diff and pack share: a program
-// inside a packed directory whose manifest lists it loads the shards listed for
-// it (and reads the named data listed for it); any other program with EXTERNAL
-// tensors, the same-stem .ptd beside it when there is one.
-struct DefaultProgramData {
+// The data files a program is loaded with when none are given (PATH without @DATA),
+// the one rule dump, verify, diff and pack share (default_data). A .pte program inside a
+// packed directory whose manifest lists it loads the shards listed for it (and reads the
+// named data listed for it); any other .pte program with EXTERNAL tensors, the same-stem
+// .ptd beside it when there is one; a program graph, the same-stem .safetensors or
+// .safetensors.index.json beside it when there is one.
+struct DefaultData {
   std::vector<std::filesystem::path> files;
   std::optional<std::vector<std::string>> named_keys;  // from the manifest's record
   std::optional<std::string> note;                      // where they came from, when a manifest
@@ -108,12 +104,14 @@ struct DefaultProgramData {
     std::vector<std::optional<ManifestShard>> shards;
   };
   std::optional<Record> record;
-  // The manifest beside the program is a directory of programs' but cannot be
-  // read: why (the program is then read alone; verify counts this a problem).
+  // The manifest beside the program is ptepack's (its version is a number, and not a
+  // program graph's) but cannot be read: why (every command refuses the program,
+  // manifest_inconsistent: there is no record to check it against).
   std::optional<std::string> manifest_problem;
 };
-[[nodiscard]] DefaultProgramData default_program_data(const std::filesystem::path& pte_path,
-                                                      const pte::Program& program);
+// `program`: the .pte program read from `path`; null for a program graph.
+[[nodiscard]] DefaultData default_data(const std::filesystem::path& path,
+                                       const pte::Program* program);
 
 // Reads one data file (.safetensors, *.safetensors.index.json or .ptd) into a table.
 [[nodiscard]] TensorTable load_data_file(const std::filesystem::path& path);

@@ -64,6 +64,8 @@ class ProgramBuffer {
 // The object tree of a checked buffer, which is freed. One program is unpacked
 // at a time in a process (the unpack holds buffer and growing tree at once).
 [[nodiscard]] ProgramPtr unpack_program(ProgramBuffer buffer);
+// The same, the buffer kept (a reader that still checks it).
+[[nodiscard]] ProgramPtr unpack_program_kept(const ProgramBuffer& buffer);
 
 // The same readers returning the object tree.
 [[nodiscard]] ProgramPtr read_program_binary(std::span<const uint8_t> bytes,

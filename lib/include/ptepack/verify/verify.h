@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ptepack/artifact/artifact.h"
+#include "ptepack/base/error.h"
 #include "ptepack/core/release_files.h"
 #include "ptepack/hash/sha256.h"
 
@@ -77,6 +78,19 @@ struct Problem {
   ProblemId id;
   std::string file;  // the file it is in (a tensor's: its shard)
   std::string text;  // one line, naming the file (and the key)
+};
+
+// A problem raised by a strict reader (dump, diff, pack; docs/architecture.md, "One reader
+// per kind"): verify's line for it, its problem_exit_code, and its identifier, which
+// `--json`'s error document carries.
+class ProblemError : public Error {
+ public:
+  explicit ProblemError(const Problem& problem)
+      : Error(problem_exit_code(problem.id), problem.text), id_(problem.id) {}
+  [[nodiscard]] ProblemId id() const noexcept { return id_; }
+
+ private:
+  ProblemId id_;
 };
 
 // A program verify --program checked: its file and the shards it loads.

@@ -1,0 +1,14 @@
+// Pieces of the one reader (artifact.cpp) that its directory front ends share.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace ptepack {
+
+// An input that carries its own data (a packed directory, a package) given @DATA: refused
+// (usage), naming it.
+void refuse_data(const std::string& name, const std::vector<std::filesystem::path>& data_paths);
+
+}  // namespace ptepack

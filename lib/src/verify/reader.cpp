@@ -1,0 +1,239 @@
+// The one reader of every artifact kind (docs/architecture.md, "One reader per kind"):
+// load_artifact switches on identify(); a packed directory is read through its check
+// (DirectoryCheck, strict) and a program of one is checked against its record first.
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "artifact/input_rules.h"
+#include "containers/flat_tensor.h"
+#include "containers/safetensors.h"
+#include "containers/zip.h"
+#include "json/json_util.h"
+#include "ptepack/artifact/artifact.h"
+#include "ptepack/base/error.h"
+#include "ptepack/verify/reader.h"
+#include "verify/diagnostics.h"
+#include "verify/directory_check.h"
+#include "verify/verify_support.h"
+
+namespace ptepack {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Moves every entry of `from` into `into` (nodes relinked, keys not copied).
+// A key both hold stays behind in `from`: the smallest is reported.
+void merge_table(TensorTable& into, TensorTable&& from, const std::string& source) {
+  into.merge(from);
+  if (!from.empty()) {
+    fail_input("{}: key {} is also provided by another data file", source,
+               quote(from.begin()->first));
+  }
+}
+
+void keep_program(Artifact& a, ProgramBuffer buffer, ProgramForm form) {
+  if (form == ProgramForm::tree) {
+    a.program_tree = unpack_program(std::move(buffer));
+  } else {
+    a.program = std::move(buffer);
+  }
+}
+
+void load_package(Artifact& a, ProgramForm form) {
+  auto file = InputFile::open(a.root);
+  auto members = zip::read_directory(*file);
+  const zip::Member* program = nullptr;
+  const zip::Member* weights = nullptr;
+  const zip::Member* aliases = nullptr;
+  for (const auto& m : members) {
+    if (m.name == "program.ptg")
+      program = &m;
+    else if (m.name == "program.safetensors")
+      weights = &m;
+    else if (m.name == "aliases.json")
+      aliases = &m;
+    else
+      fail_input("{}: unexpected member {} in package", a.name, quote(m.name));
+  }
+  if (program == nullptr) fail_input("{}: package has no program.ptg member", a.name);
+  if (program->size > Limits::max_program_bytes) {
+    fail_input("{}:program.ptg: {} bytes exceeds the program size limit", a.name, program->size);
+  }
+  auto bytes = file->read_range(program->data_offset, program->size);
+  if (zip::crc32_update(0, bytes) != program->crc32) {
+    fail_input("{}:program.ptg: CRC-32 does not match the stored bytes (corrupt package)", a.name);
+  }
+  a.program_file_bytes = bytes.size();
+  keep_program(a, read_program_buffer(std::move(bytes), a.name + ":program.ptg"), form);
+  if (weights != nullptr) {
+    // The package carries no digests, only CRC-32s: check them so a damaged
+    // package is never repacked or shown as if whole.
+    std::vector<uint8_t> buffer;
+    if (!zip::crc_matches(*file, *weights, buffer)) {
+      fail_input("{}:program.safetensors: CRC-32 does not match the stored bytes (corrupt package)",
+                 a.name);
+    }
+    a.data = safetensors::read(file, weights->data_offset, weights->size,
+                               a.name + ":program.safetensors")
+                 .tensors;
+  }
+  if (aliases == nullptr) return;
+  auto context = a.name + ":aliases.json";
+  if (aliases->size > Limits::max_header_bytes)
+    fail_input("{}: {} bytes exceeds the limit", context, aliases->size);
+  auto raw = file->read_range(aliases->data_offset, aliases->size);
+  if (zip::crc32_update(0, raw) != aliases->crc32)
+    fail_input("{}: CRC-32 does not match the stored bytes", context);
+  auto json = parse_json_strict(
+      std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()), context);
+  if (!json.is_object()) fail_input("{}: expected a JSON object of alias -> owner", context);
+  for (const auto& [alias, owner_json] : json.items()) {
+    if (!owner_json.is_string())
+      fail_input("{}: owner of {} is not a string", context, quote(alias));
+    auto owner = owner_json.get<std::string>();
+    if (a.data.count(alias))
+      fail_input("{}: alias {} is also stored in program.safetensors", context, quote(alias));
+    if (json.contains(owner))
+      fail_input("{}: owner {} of {} is itself an alias", context, quote(owner), quote(alias));
+    auto it = a.data.find(owner);
+    if (it == a.data.end())
+      fail_input("{}: owner {} of {} is not in program.safetensors", context, quote(owner),
+                 quote(alias));
+    a.aliases.emplace(alias, owner);
+  }
+  for (const auto& [alias, owner] : a.aliases) a.data.emplace(alias, a.data.at(owner));
+}
+
+// A packed directory, through its check: the first problem verify would list is raised
+// (strict), and the Artifact is built from what the check read (DirectoryCheck::read_into).
+void load_directory(Artifact& a, ProgramForm form, const ReadOptions& read) {
+  if (!detail::has_checkable_manifest(a.root)) {
+    // A manifest that is there but not a regular file: refused as I/O, as any input that
+    // cannot be read as a file.
+    const auto manifest = directory_paths(a.root).manifest;
+    (void)read_manifest_file(*InputFile::open(manifest), manifest.string());
+    fail(ErrorCode::io, "{}: not a regular file", manifest.string());
+  }
+  VerifyOptions options;
+  options.jobs = read.jobs;
+  options.tensors = true;  // each tensor's digest is taken from the manifest
+  VerifyReport report;
+  detail::DirectoryCheck check(a.root, options, report, ReadMode::strict);
+  check.structure();
+  if (read.hash) {
+    check.bytes(nullptr);
+  } else {
+    report.notes.push_back(fmt::format(
+        "{}: files not hashed (--no-hash): their bytes were not checked against the manifest",
+        a.root.string()));
+  }
+  check.read_into(a, form, false);
+  a.checked = std::move(report.notes);
+}
+
+// A .pte program; its EXTERNAL tensors come from .ptd data files (@DATA, or default_data's).
+// A program its directory's manifest lists, loaded with the shards listed for it, is
+// checked against that record first (check_against_record, strict).
+void load_pte(Artifact& a, const fs::path& path, const std::vector<fs::path>& data_paths,
+              bool use_default_data, const ReadOptions& read) {
+  a.kind = ArtifactKind::pte;
+  auto file = InputFile::open(path);
+  ProgramFile entry{path.filename().string(), pte::read(file), std::nullopt};
+  std::vector<fs::path> sources = data_paths;
+  if (sources.empty() && use_default_data) {
+    auto found = default_data(path, &entry.program);
+    sources = std::move(found.files);
+    entry.named_keys = std::move(found.named_keys);
+    if (found.note) a.notes.push_back(std::move(*found.note));
+    if (found.manifest_problem) {  // verify's problem too: nothing to check the program against
+      throw ProblemError({ProblemId::manifest_inconsistent,
+                          (path.parent_path() / "manifest.json").string(),
+                          *found.manifest_problem});
+    }
+    if (found.record) {
+      VerifyReport report;
+      VerifyOptions options;
+      options.jobs = read.jobs;
+      (void)detail::check_against_record(file, *found.record, options, report, read.hash,
+                                         ReadMode::strict);
+      a.checked = std::move(report.notes);
+    }
+  }
+  for (const auto& source : sources) {
+    if (identify(source) != ArtifactKind::ptd) {
+      fail(ErrorCode::usage, "{}: data for a .pte program must be .ptd files", source.string());
+    }
+    merge_table(a.data, ptd::read_file(InputFile::open(source)).tensors, source.string());
+    a.data_files.push_back(source.string());
+  }
+  a.pte_programs.push_back(std::move(entry));
+}
+
+Artifact read_artifact(const fs::path& path, const std::vector<fs::path>& data_paths,
+                       bool use_default_data, ProgramForm form, const ReadOptions& read) {
+  Artifact a;
+  a.name = path.string();
+  a.root = path;
+  // A directory's kind comes from its manifest, which its check reads.
+  const auto kind = names_a_directory(path) ? ArtifactKind::graph_directory : identify(path);
+  auto no_data = [&] { refuse_data(a.name, data_paths); };
+  switch (kind) {
+    case ArtifactKind::graph_directory:
+    case ArtifactKind::pte_directory:
+      no_data();
+      load_directory(a, form, read);
+      return a;
+    case ArtifactKind::safetensors_index:
+      a.kind = kind;
+      a.data = safetensors::read_index(path);
+      return a;
+    case ArtifactKind::package:
+      no_data();
+      a.kind = kind;
+      load_package(a, form);
+      return a;
+    case ArtifactKind::ptd:
+      a.kind = kind;
+      a.data = ptd::read_file(InputFile::open(path)).tensors;
+      return a;
+    case ArtifactKind::safetensors:
+      a.kind = kind;
+      a.data = safetensors::read(InputFile::open(path)).tensors;
+      return a;
+    case ArtifactKind::pte:
+      load_pte(a, path, data_paths, use_default_data, read);
+      return a;
+    case ArtifactKind::graph:
+      break;
+  }
+  a.kind = ArtifactKind::graph;
+  keep_program(a, read_program_file_buffer(path, &a.program_file_bytes), form);
+  auto sources =
+      !data_paths.empty() || !use_default_data ? data_paths : default_data(path, nullptr).files;
+  for (const auto& source : sources) {
+    merge_table(a.data, load_data_file(source), source.string());
+    a.data_files.push_back(source.string());
+  }
+  return a;
+}
+
+}  // namespace
+
+Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_paths,
+                       bool use_default_data, ProgramForm form, const ReadOptions& read) {
+  try {
+    return read_artifact(path, data_paths, use_default_data, form, read);
+  } catch (const ProblemError&) {
+    throw;
+  } catch (const Error& e) {
+    // A file that does not read as its format is verify's problem too (verify_artifact):
+    // raised with its identifier; the command's own failures (usage) and bugs go on as they are.
+    if (e.code() != ErrorCode::invalid_input && e.code() != ErrorCode::io) throw;
+    throw ProblemError({problem_of(e, ProblemId::file_unreadable), path.string(), e.what()});
+  }
+}
+
+}  // namespace ptepack
