@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import sys
+import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_common import Suite, damage_exit_code, flip, load_json  # noqa: E402
@@ -155,6 +156,56 @@ def a_program_of_a_damaged_directory_gives_one_code_from_every_command(ctx):
                        f"{name} DIR/{PROGRAM}")
         if name == "unknown_manifest_version":  # no record to check it against
             ctx.equal(problem, "manifest_inconsistent", f"{name}: verify DIR/{PROGRAM}")
+
+
+def rewritten_package(source, path, change):
+    """A copy of the package `source` at `path` with its members changed by change(members)."""
+    with zipfile.ZipFile(source) as z:
+        members = {name: z.read(name) for name in z.namelist()}
+    change(members)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return path
+
+
+def swapped_owner(members):
+    aliases = json.loads(members["aliases.json"])
+    alias, owner = next(iter(aliases.items()))
+    del aliases[alias]
+    aliases[owner] = alias  # the larger key made the owner: not the smallest of its group
+    members["aliases.json"] = json.dumps(aliases).encode()
+
+
+# One reader of packages: each rule broken gives verify's problem, and the same line and code
+# from dump, diff and pack (the rules verify used to hold alone included).
+PACKAGE_DAMAGES = {
+    "empty_aliases": (lambda m: m.update({"aliases.json": b"{}"}), "file_unreadable"),
+    "aliases_not_an_object": (lambda m: m.update({"aliases.json": b"[]"}), "file_unreadable"),
+    "owner_not_smallest": (swapped_owner, "package_layout"),
+    "unexpected_member": (lambda m: m.update({"extra.txt": b"x"}), "package_layout"),
+    "no_program": (lambda m: m.pop("program.ptg"), "package_layout"),
+}
+
+
+@suite.test
+def each_package_damage_gives_one_code_from_every_command(ctx):
+    good = os.path.join(ctx.mkdir("package"), "good.ptn")
+    ctx.run_ok("pack", os.path.join(ctx.examples, "prefill.json"),
+               os.path.join(ctx.examples, "decode.json"), "-o", good, "-q")
+    for name, (change, problem) in PACKAGE_DAMAGES.items():
+        damaged = rewritten_package(good, os.path.join(ctx.mkdir(name), "damaged.ptn"), change)
+        verified = ctx.run("verify", damaged, "--json")
+        ctx.code(verified, 1, f"{name}: verify")
+        ids = [p["id"] for p in verified.json()["problem_details"]]
+        ctx.equal(ids[:1], [problem], f"{name}: verify's first problem")
+        runs = {
+            "dump": ["dump", damaged],
+            "diff A": ["diff", damaged, good],
+            "diff B": ["diff", good, damaged],
+            "pack": ["pack", damaged, "-o", os.path.join(ctx.mkdir(name + "-out"), "out.ptn")],
+        }
+        expect_outcome(ctx, runs, problem, first_line(ctx.run("verify", damaged)), name)
 
 
 if __name__ == "__main__":

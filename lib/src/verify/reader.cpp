@@ -17,6 +17,7 @@
 #include "ptepack/verify/reader.h"
 #include "verify/diagnostics.h"
 #include "verify/directory_check.h"
+#include "verify/package_reader.h"
 #include "verify/verify_support.h"
 
 namespace ptepack {
@@ -42,69 +43,17 @@ void keep_program(Artifact& a, ProgramBuffer buffer, ProgramForm form) {
   }
 }
 
+// A package, by the package reader (strict).
 void load_package(Artifact& a, ProgramForm form) {
-  auto file = InputFile::open(a.root);
-  auto members = zip::read_directory(*file);
-  const zip::Member* program = nullptr;
-  const zip::Member* weights = nullptr;
-  const zip::Member* aliases = nullptr;
-  for (const auto& m : members) {
-    if (m.name == "program.ptg")
-      program = &m;
-    else if (m.name == "program.safetensors")
-      weights = &m;
-    else if (m.name == "aliases.json")
-      aliases = &m;
-    else
-      fail_input("{}: unexpected member {} in package", a.name, quote(m.name));
-  }
-  if (program == nullptr) fail_input("{}: package has no program.ptg member", a.name);
-  if (program->size > Limits::max_program_bytes) {
-    fail_input("{}:program.ptg: {} bytes exceeds the program size limit", a.name, program->size);
-  }
-  auto bytes = file->read_range(program->data_offset, program->size);
-  if (zip::crc32_update(0, bytes) != program->crc32) {
-    fail_input("{}:program.ptg: CRC-32 does not match the stored bytes (corrupt package)", a.name);
-  }
-  a.program_file_bytes = bytes.size();
-  keep_program(a, read_program_buffer(std::move(bytes), a.name + ":program.ptg"), form);
-  if (weights != nullptr) {
-    // The package carries no digests, only CRC-32s: check them so a damaged
-    // package is never repacked or shown as if whole.
-    std::vector<uint8_t> buffer;
-    if (!zip::crc_matches(*file, *weights, buffer)) {
-      fail_input("{}:program.safetensors: CRC-32 does not match the stored bytes (corrupt package)",
-                 a.name);
-    }
-    a.data = safetensors::read(file, weights->data_offset, weights->size,
-                               a.name + ":program.safetensors")
-                 .tensors;
-  }
-  if (aliases == nullptr) return;
-  auto context = a.name + ":aliases.json";
-  if (aliases->size > Limits::max_header_bytes)
-    fail_input("{}: {} bytes exceeds the limit", context, aliases->size);
-  auto raw = file->read_range(aliases->data_offset, aliases->size);
-  if (zip::crc32_update(0, raw) != aliases->crc32)
-    fail_input("{}: CRC-32 does not match the stored bytes", context);
-  auto json = parse_json_strict(
-      std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()), context);
-  if (!json.is_object()) fail_input("{}: expected a JSON object of alias -> owner", context);
-  for (const auto& [alias, owner_json] : json.items()) {
-    if (!owner_json.is_string())
-      fail_input("{}: owner of {} is not a string", context, quote(alias));
-    auto owner = owner_json.get<std::string>();
-    if (a.data.count(alias))
-      fail_input("{}: alias {} is also stored in program.safetensors", context, quote(alias));
-    if (json.contains(owner))
-      fail_input("{}: owner {} of {} is itself an alias", context, quote(owner), quote(alias));
-    auto it = a.data.find(owner);
-    if (it == a.data.end())
-      fail_input("{}: owner {} of {} is not in program.safetensors", context, quote(owner),
-                 quote(alias));
-    a.aliases.emplace(alias, owner);
-  }
-  for (const auto& [alias, owner] : a.aliases) a.data.emplace(alias, a.data.at(owner));
+  VerifyReport report;
+  Diagnostics problems(ReadMode::strict, report.problems);
+  detail::PackageParts parts;
+  (void)detail::read_package(InputFile::open(a.root), problems, report, parts);
+  a.notes = std::move(report.notes);
+  a.program_file_bytes = parts.program_bytes;
+  a.data = std::move(parts.data);
+  a.aliases = std::move(parts.aliases);
+  keep_program(a, std::move(parts.program), form);
 }
 
 // A packed directory, through its check: the first problem verify would list is raised

@@ -23,6 +23,7 @@
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
 #include "verify/directory_check.h"
+#include "verify/package_reader.h"
 #include "verify/verify_support.h"
 
 namespace ptepack {
@@ -30,80 +31,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string as_text(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
-
-using MembersByName = std::map<std::string, const zip::Member*>;
-
-// Each member: expected, aligned for mmap, and its CRC-32 right.
-MembersByName check_members(const InputFile& file, const std::vector<zip::Member>& members,
-                            VerifyReport& report) {
-  Diagnostics problems(ReadMode::collect, report.problems);
-  const auto name = file.name();
-  MembersByName by_name;
-  auto buffer = chunk_buffer(file.size());
-  for (const auto& m : members) {
-    if (m.name != "program.ptg" && m.name != "program.safetensors" && m.name != "aliases.json") {
-      problems.add({ProblemId::package_layout, name,
-                    fmt::format("{}: unexpected member {}", name, quote(m.name))});
-    }
-    by_name[m.name] = &m;
-    if (m.data_offset % 64 != 0) {
-      // Valid ZIP (ExecuTorch's write_ptn stores entries right after their
-      // headers); 64-byte alignment is what ptepack writes, for mmap.
-      report.notes.push_back(fmt::format(
-          "{}:{}: data at offset {} is not 64-byte aligned (ptepack aligns entries for mmap)", name,
-          m.name, m.data_offset));
-    }
-    if (!zip::crc_matches(file, m, buffer)) {
-      problems.add({ProblemId::file_changed, name,
-                    fmt::format("{}:{}: CRC-32 does not match the stored bytes", name, m.name)});
-    }
-    report.bytes_hashed += m.size;
-  }
-  return by_name;
-}
-
-// aliases.json: read, then each alias checked against the stored keys and added
-// to `data` as its owner's tensor.
-std::map<std::string, std::string> check_aliases(const InputFile& file, const zip::Member& a,
-                                                 const ProgramKeys& keys, TensorTable& data,
-                                                 Diagnostics& problems) {
-  std::map<std::string, std::string> aliases;
-  auto context = file.name() + ":aliases.json";
-  auto add = [&](std::string text) {
-    problems.add({ProblemId::package_layout, file.name(), std::move(text)});
-  };
-  attempt(problems, ProblemId::file_unreadable, file.name(), [&] {
-    if (a.size > Limits::max_header_bytes) fail_input("{}: too large", context);
-    auto json = parse_json_strict(as_text(file.read_range(a.data_offset, a.size)), context);
-    if (!json.is_object() || json.empty())
-      fail_input("{}: expected a non-empty object of alias -> owner", context);
-    for (const auto& [alias, owner] : json.items()) {
-      if (!owner.is_string()) fail_input("{}: owner of {} is not a string", context, quote(alias));
-      aliases.emplace(alias, owner.get<std::string>());
-    }
-  });
-  for (const auto& [alias, owner] : aliases) {
-    auto o = data.find(owner);
-    if (data.count(alias)) add(fmt::format("{}: alias {} is also stored", context, quote(alias)));
-    if (aliases.count(owner))
-      add(fmt::format("{}: owner {} is itself an alias", context, quote(owner)));
-    if (keys.is_mutated(alias) || keys.is_mutated(owner)) {
-      add(fmt::format("{}: state key in alias {} -> {} (state keys are never deduplicated)",
-                      context, quote(alias), quote(owner)));
-    }
-    if (!(owner < alias)) {
-      add(fmt::format("{}: owner {} is not the smallest key of its group (alias {})", context,
-                      quote(owner), quote(alias)));
-    }
-    if (o == data.end()) {
-      add(fmt::format("{}: owner {} of {} is not stored", context, quote(owner), quote(alias)));
-      continue;
-    }
-    data.emplace(alias, o->second);
-  }
-  return aliases;
-}
 
 // Duplicates that were not deduplicated: pack stores identical immutable tensors once.
 void check_duplicates(const std::string& name, const TensorTable& data,
@@ -138,47 +65,18 @@ void check_duplicates(const std::string& name, const TensorTable& data,
   }
 }
 
+// The package reader, collecting, then the program rules and the dedup check.
 void verify_package(const fs::path& path, const VerifyOptions& options, VerifyReport& report) {
   Diagnostics problems(ReadMode::collect, report.problems);
   auto file = InputFile::open(path);
-  auto name = file->name();
-  std::vector<zip::Member> members;
-  if (!attempt(problems, ProblemId::file_unreadable, name,
-               [&] { members = zip::read_directory(*file); }))
-    return;
-  report.files_checked = 1;
-  auto by_name = check_members(*file, members, report);
-  if (!by_name.count("program.ptg")) {
-    problems.add({ProblemId::package_layout, name,
-                  fmt::format("{}: package has no program.ptg member", name)});
-    return;
-  }
-  ProgramBuffer program;
-  const auto* pm = by_name["program.ptg"];
-  if (!attempt(problems, ProblemId::file_unreadable, name, [&] {
-        if (pm->size > Limits::max_program_bytes) fail_input("{}:program.ptg: too large", name);
-        program =
-            read_program_buffer(file->read_range(pm->data_offset, pm->size), name + ":program.ptg");
-      })) {
-    return;
-  }
-  TensorTable data;
-  if (by_name.count("program.safetensors")) {
-    const auto* w = by_name["program.safetensors"];
-    attempt(problems, ProblemId::file_unreadable, name, [&] {
-      data =
-          safetensors::read(file, w->data_offset, w->size, name + ":program.safetensors").tensors;
-    });
-  }
-  const ProgramKeys keys(program.root());
-  std::map<std::string, std::string> aliases;
-  if (by_name.count("aliases.json")) {
-    aliases = check_aliases(*file, *by_name["aliases.json"], keys, data, problems);
-  }
+  detail::PackageParts parts;
+  if (!detail::read_package(file, problems, report, parts)) return;
+  const auto name = file->name();
+  const ProgramKeys keys(parts.program.root());
   record_lines(problems, ProblemId::program_rules, name, [&](auto& lines) {
-    check_packed_program(program.root(), keys, TensorLookup(data), name, lines);
+    check_packed_program(parts.program.root(), keys, TensorLookup(parts.data), name, lines);
   });
-  check_duplicates(name, data, aliases, keys, options, report);
+  check_duplicates(name, parts.data, parts.aliases, keys, options, report);
 }
 
 // A .pte and the data files it is loaded with (PATH@DATA, or the same-stem
