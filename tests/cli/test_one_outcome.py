@@ -126,11 +126,13 @@ def each_damage_gives_one_code_from_every_command(ctx):
                             "--base", d],
         }
         expect_outcome(ctx, runs, problem, first_line(ctx.run("verify", d)), name)
+        if name == "program_digest_mismatch":  # --no-hash still hashes the programs
+            ctx.code(ctx.run("dump", d, "--no-hash"), 3, f"{name}: dump --no-hash")
         if name in ("changed_shard_byte", "stray_file"):  # what only hashing sees
             loose = ctx.run("dump", d, "--no-hash")
             ctx.code(loose, 0 if name == "changed_shard_byte" else 3, f"{name}: dump --no-hash")
             if name == "changed_shard_byte":
-                ctx.check("files not hashed (--no-hash)" in loose.out + loose.err,
+                ctx.check("shard files not hashed (--no-hash)" in loose.out + loose.err,
                           f"{name}: dump --no-hash says what it did not check: {loose.err!r}")
 
 
@@ -156,6 +158,32 @@ def a_program_of_a_damaged_directory_gives_one_code_from_every_command(ctx):
                        f"{name} DIR/{PROGRAM}")
         if name == "unknown_manifest_version":  # no record to check it against
             ctx.equal(problem, "manifest_inconsistent", f"{name}: verify DIR/{PROGRAM}")
+
+
+@suite.test
+def another_tools_manifest_beside_a_program_is_not_its_record(ctx):
+    """Only a manifest naming ptepack's format records a program; any other is not read."""
+    d = ctx.mkdir("app")
+    shutil.copy(os.path.join(ctx.data, "pte", PROGRAM), d)
+    write(os.path.join(d, "manifest.json"), '{"name": "my-app", "version": 3}')
+    program = os.path.join(d, PROGRAM)
+    for argv in (["dump", program], ["verify", program], ["diff", program, program]):
+        ctx.code(ctx.run(*argv), 0, " ".join(argv[:1]) + " beside another tool's manifest")
+    # The same file naming ptepack's format is a record that cannot be read: refused.
+    write(os.path.join(d, "manifest.json"), '{"format": "ptepack.manifest", "version": 3}')
+    ctx.code(ctx.run("verify", program), 1, "verify beside a damaged ptepack manifest")
+    refused = ctx.run("dump", program, "--json")
+    ctx.code(refused, 3, "dump beside a damaged ptepack manifest")
+    ctx.equal(refused.json()["error"]["problem"], "manifest_inconsistent", "its problem")
+
+
+@suite.test
+def a_missing_input_is_the_commands_failure_not_a_problem(ctx):
+    missing = os.path.join(ctx.mkdir("none"), "nothing.pte")
+    for argv in (["dump", missing], ["verify", missing], ["diff", missing, missing]):
+        result = ctx.run(*argv, "--json")
+        ctx.code(result, 5, f"{argv[0]} of a missing path")
+        ctx.equal(result.json()["error"]["problem"], None, f"{argv[0]}: no problem identifier")
 
 
 def rewritten_package(source, path, change):

@@ -72,9 +72,10 @@ DefaultData default_data(const fs::path& pte_path, const pte::Program* pte_progr
   if (ec) real = pte_path;
   const auto dir = real.parent_path().empty() ? fs::path(".") : real.parent_path();
   const auto manifest_path = dir / "manifest.json";
-  // A ptepack manifest of any version but a program graph's is read as the program's record
-  // (one it cannot read is a problem, never a reason to read the program alone).
-  const auto version = manifest_version_of(manifest_path);
+  // A ptepack manifest (it names ptepack's format) of any version but a program graph's is
+  // read as the program's record: one it cannot read is a problem, never a reason to read
+  // the program alone. Another tool's manifest.json is not looked at.
+  const auto version = ptepack_manifest_version_of(manifest_path);
   if (version && *version != static_cast<uint64_t>(kManifestVersion)) {
     Manifest m;  // no programs when it cannot be read
     try {

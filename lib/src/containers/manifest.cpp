@@ -376,13 +376,37 @@ std::string digest_differs_line(const std::string& file) {
   return fmt::format("{}: SHA-256 differs from the manifest (file changed)", file);
 }
 
-std::optional<uint64_t> manifest_version_of(const std::filesystem::path& path) {
+namespace {
+
+// The manifest's text, when `path` is a regular file of at most the manifest limit.
+std::optional<std::string> manifest_text(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
   auto file = InputFile::open(path);
   if (file->size() > Limits::max_manifest_bytes) return std::nullopt;
   auto raw = file->read_range(0, file->size());
-  return manifest_version({reinterpret_cast<const char*>(raw.data()), raw.size()});
+  return std::string(raw.begin(), raw.end());
+}
+
+}  // namespace
+
+std::optional<uint64_t> manifest_version_of(const std::filesystem::path& path) {
+  const auto text = manifest_text(path);
+  return text ? manifest_version(*text) : std::nullopt;
+}
+
+std::optional<uint64_t> ptepack_manifest_version_of(const std::filesystem::path& path) {
+  const auto text = manifest_text(path);
+  if (!text) return std::nullopt;
+  try {
+    const JsonDocument doc(*text, "manifest");
+    const JsonValue* format = doc.root().is_object() ? doc.root().find("format") : nullptr;
+    if (format == nullptr || !format->is_string() || format->text() != kManifestFormat)
+      return std::nullopt;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return manifest_version(*text);
 }
 
 Manifest read_manifest_file(const InputFile& file, const std::string& context) {

@@ -437,7 +437,8 @@ void DirectoryCheck::State::check_program_entries() {
       }
       needed.insert(own.begin(), own.end());
       check_unused_data_files(entry, own, shard_index, contents, file->name(), problems);
-      pte_programs[p] = std::move(pte_program);
+      // The reader (strict) hands each program on (read_into); verify holds one at a time.
+      if (problems.mode() == ReadMode::strict) pte_programs[p] = std::move(pte_program);
     });
   }
   check_shard_programs(m, shard_index, mname, problems);

@@ -43,13 +43,29 @@ void keep_program(Artifact& a, ProgramBuffer buffer, ProgramForm form) {
   }
 }
 
+// Runs read(), which reads `file` as its format: a file that does not read as it (invalid
+// input) or cannot be read (I/O) is verify's problem for it too (problem_of), raised with its
+// identifier. Other failures (usage, conflicts, bugs) go on as they are.
+template <typename Read>
+auto reading(const fs::path& file, Read&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const ProblemError&) {
+    throw;
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::invalid_input && e.code() != ErrorCode::io) throw;
+    throw ProblemError({problem_of(e, ProblemId::file_unreadable), file.string(), e.what()});
+  }
+}
+
 // A package, by the package reader (strict).
 void load_package(Artifact& a, ProgramForm form) {
   VerifyReport report;
   Diagnostics problems(ReadMode::strict, report.problems);
   detail::PackageParts parts;
-  (void)detail::read_package(InputFile::open(a.root), problems, report, parts);
-  a.notes = std::move(report.notes);
+  (void)detail::read_package(reading(a.root, [&] { return InputFile::open(a.root); }), problems,
+                             report, parts);
+  a.checked = std::move(report.notes);
   a.program_file_bytes = parts.program_bytes;
   a.data = std::move(parts.data);
   a.aliases = std::move(parts.aliases);
@@ -75,8 +91,10 @@ void load_directory(Artifact& a, ProgramForm form, const ReadOptions& read) {
   if (read.hash) {
     check.bytes(nullptr);
   } else {
+    check.program_bytes();  // the programs, small, are hashed as a program graph's is
     report.notes.push_back(fmt::format(
-        "{}: files not hashed (--no-hash): their bytes were not checked against the manifest",
+        "{}: shard files not hashed (--no-hash): their bytes were not checked against the "
+        "manifest",
         a.root.string()));
   }
   check.read_into(a, form, false);
@@ -89,8 +107,9 @@ void load_directory(Artifact& a, ProgramForm form, const ReadOptions& read) {
 void load_pte(Artifact& a, const fs::path& path, const std::vector<fs::path>& data_paths,
               bool use_default_data, const ReadOptions& read) {
   a.kind = ArtifactKind::pte;
-  auto file = InputFile::open(path);
-  ProgramFile entry{path.filename().string(), pte::read(file), std::nullopt};
+  auto file = reading(path, [&] { return InputFile::open(path); });
+  ProgramFile entry{path.filename().string(), reading(path, [&] { return pte::read(file); }),
+                    std::nullopt};
   std::vector<fs::path> sources = data_paths;
   if (sources.empty() && use_default_data) {
     auto found = default_data(path, &entry.program);
@@ -115,13 +134,17 @@ void load_pte(Artifact& a, const fs::path& path, const std::vector<fs::path>& da
     if (identify(source) != ArtifactKind::ptd) {
       fail(ErrorCode::usage, "{}: data for a .pte program must be .ptd files", source.string());
     }
-    merge_table(a.data, ptd::read_file(InputFile::open(source)).tensors, source.string());
+    merge_table(a.data,
+                reading(source, [&] { return ptd::read_file(InputFile::open(source)).tensors; }),
+                source.string());
     a.data_files.push_back(source.string());
   }
   a.pte_programs.push_back(std::move(entry));
 }
 
-Artifact read_artifact(const fs::path& path, const std::vector<fs::path>& data_paths,
+}  // namespace
+
+Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_paths,
                        bool use_default_data, ProgramForm form, const ReadOptions& read) {
   Artifact a;
   a.name = path.string();
@@ -137,7 +160,7 @@ Artifact read_artifact(const fs::path& path, const std::vector<fs::path>& data_p
       return a;
     case ArtifactKind::safetensors_index:
       a.kind = kind;
-      a.data = safetensors::read_index(path);
+      a.data = reading(path, [&] { return safetensors::read_index(path); });
       return a;
     case ArtifactKind::package:
       no_data();
@@ -146,11 +169,11 @@ Artifact read_artifact(const fs::path& path, const std::vector<fs::path>& data_p
       return a;
     case ArtifactKind::ptd:
       a.kind = kind;
-      a.data = ptd::read_file(InputFile::open(path)).tensors;
+      a.data = reading(path, [&] { return ptd::read_file(InputFile::open(path)).tensors; });
       return a;
     case ArtifactKind::safetensors:
       a.kind = kind;
-      a.data = safetensors::read(InputFile::open(path)).tensors;
+      a.data = reading(path, [&] { return safetensors::read(InputFile::open(path)).tensors; });
       return a;
     case ArtifactKind::pte:
       load_pte(a, path, data_paths, use_default_data, read);
@@ -159,30 +182,15 @@ Artifact read_artifact(const fs::path& path, const std::vector<fs::path>& data_p
       break;
   }
   a.kind = ArtifactKind::graph;
-  keep_program(a, read_program_file_buffer(path, &a.program_file_bytes), form);
+  keep_program(a, reading(path, [&] { return read_program_file_buffer(path, &a.program_file_bytes); }),
+               form);
   auto sources =
       !data_paths.empty() || !use_default_data ? data_paths : default_data(path, nullptr).files;
   for (const auto& source : sources) {
-    merge_table(a.data, load_data_file(source), source.string());
+    merge_table(a.data, reading(source, [&] { return load_data_file(source); }), source.string());
     a.data_files.push_back(source.string());
   }
   return a;
-}
-
-}  // namespace
-
-Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_paths,
-                       bool use_default_data, ProgramForm form, const ReadOptions& read) {
-  try {
-    return read_artifact(path, data_paths, use_default_data, form, read);
-  } catch (const ProblemError&) {
-    throw;
-  } catch (const Error& e) {
-    // A file that does not read as its format is verify's problem too (verify_artifact):
-    // raised with its identifier; the command's own failures (usage) and bugs go on as they are.
-    if (e.code() != ErrorCode::invalid_input && e.code() != ErrorCode::io) throw;
-    throw ProblemError({problem_of(e, ProblemId::file_unreadable), path.string(), e.what()});
-  }
 }
 
 }  // namespace ptepack

@@ -201,6 +201,7 @@ void DirectoryCheck::free_tables() {
   s.ranges = {};
   s.data = {};
   s.alias_data = {};
+  s.pte_programs = {};
 }
 
 bool DirectoryCheck::structure() {
