@@ -546,6 +546,25 @@ def a_base_that_lies_is_refused(ctx):
 
 
 @suite.test
+def stale_keys_are_not_part_of_the_release(ctx):
+    """A kept shard's stale keys are bytes of an earlier release: no command reads them."""
+    d = ctx.mkdir()
+    r2 = os.path.join(d, "r2")
+    os.makedirs(r2)
+    source = os.path.join(ctx.data, "pte", STRESS + ".pte")
+    changed_program = variant(ctx, r2, "xnnpack_stress_mlp.pte", {0: 5, 7: 9, 13: 3})
+    old, new = os.path.join(d, "old"), os.path.join(d, "new")
+    ctx.run_ok("pack", source, "-o", old, "--max-shard-bytes", CAP, "-q")
+    ctx.run_ok("pack", changed_program, "-o", new, "--max-shard-bytes", CAP, "--base", old, "-q")
+    manifest = load_json(os.path.join(new, "manifest.json"))
+    stale = {k for s in manifest["shards"] for k in s.get("stale", [])}
+    ctx.check(bool(stale), "the release carries stale keys")
+    dumped = json.loads(ctx.run_ok("dump", new, "--json").out)
+    ctx.equal(sorted(dumped["tensors"]), sorted(manifest["tensors"]),
+              "dump lists the release's keys, and no stale one")
+
+
+@suite.test
 def verify_checks_stale_lists(ctx):
     d = ctx.mkdir()
     r2 = os.path.join(d, "r2")
