@@ -28,7 +28,8 @@ fs::path canonical_or_self(const fs::path& p) {
   return ec ? p : c;
 }
 
-void check_options(const PackOptions& options) {
+void check_options(const detail::PackContext& context) {
+  const auto& options = context.options;
   const auto& s = options.sharding;
   if (options.output.empty()) fail(ErrorCode::usage, "no output given (-o OUTPUT)");
   if (options.output == "-") {
@@ -38,7 +39,7 @@ void check_options(const PackOptions& options) {
   }
   // Options that shape a directory mean nothing for a single-file output: refused, in
   // this order, whether a command line gave them (PackOptions::given) or a caller set them.
-  const OutputKind kind = output_kind(options.output);
+  const OutputKind kind = context.output;
   if (kind != OutputKind::directory) {
     const ShardingOptions defaults;
     const auto given = options.given.value_or(GivenShardOptions{
@@ -127,7 +128,15 @@ std::string_view output_kind_name(OutputKind kind) {
 
 namespace detail {
 
-void check_output_target(const PackOptions& options, const std::vector<fs::path>& input_paths) {
+PackContext::PackContext(const PackOptions& o, OutputKind kind)
+    : options(o),
+      output(kind),
+      dedup(kind != OutputKind::package && o.sharding.format == ShardFormat::ptd
+                ? DedupRule::bytes
+                : DedupRule::dtype_shape_bytes) {}
+
+void check_output_target(const PackContext& context, const std::vector<fs::path>& input_paths) {
+  const auto& options = context.options;
   // Output and inputs as absolute, normalised paths: equal, inside (an input
   // directory) or containing (a directory output replaces its whole tree).
   auto target = canonical_or_self(fs::absolute(options.output)).lexically_normal();
@@ -159,7 +168,7 @@ void check_output_target(const PackOptions& options, const std::vector<fs::path>
     }
     return;
   }
-  const bool package = output_kind(options.output) != OutputKind::directory;
+  const bool package = context.output != OutputKind::directory;
   if (package && !fs::is_regular_file(status)) {
     fail(ErrorCode::usage, "{}: exists and is not a regular file", options.output.string());
   }
@@ -222,11 +231,12 @@ uint64_t input_file_bytes(const PackOptions& options, const std::vector<fs::path
 // into a directory of its kind, no shard option given and no --base. The output is
 // planned on that directory as its own base, so it keeps its shards whole where their
 // content is still needed: the same files, names and order.
-std::optional<fs::path> layout_to_keep(const PackOptions& options, int version,
+std::optional<fs::path> layout_to_keep(const PackContext& context, int version,
                                        const std::vector<Artifact>& inputs) {
+  const auto& options = context.options;
   if (options.base || !options.given || options.given->any() || inputs.size() != 1 ||
       !inputs.front().manifest || inputs.front().manifest->version != version ||
-      output_kind(options.output) != OutputKind::directory) {
+      context.output != OutputKind::directory) {
     return std::nullopt;
   }
   return directory_paths(options.inputs.front().path).dir;
@@ -234,26 +244,27 @@ std::optional<fs::path> layout_to_keep(const PackOptions& options, int version,
 
 }  // namespace
 
-PackStart start_pack(const PackOptions& options, int version, std::vector<fs::path>& read_paths,
+PackStart start_pack(const PackContext& context, int version, std::vector<fs::path>& read_paths,
                      const std::vector<Artifact>& inputs) {
+  const auto& options = context.options;
   PackStart start;
   start.summary.input_bytes = input_file_bytes(options, read_paths);
   if (options.base) {
     start.base = std::make_unique<BaseRelease>(*options.base, version,
                                                options.sharding.alignment, options.jobs);
     start.base->add_read_paths(read_paths);
-  } else if (auto layout = layout_to_keep(options, version, inputs)) {
+  } else if (auto layout = layout_to_keep(context, version, inputs)) {
     start.base = std::make_unique<BaseRelease>(*layout, version, options.sharding.alignment,
                                                options.jobs, BaseRelease::Role::layout);
   }
-  if (!options.dry_run) check_output_target(options, read_paths);
+  if (!options.dry_run) check_output_target(context, read_paths);
   std::vector<const Manifest*> input_manifests;
   for (const auto& a : inputs) input_manifests.push_back(a.manifest ? &*a.manifest : nullptr);
-  start.stamp = release_stamp(options, input_manifests);
+  start.stamp = release_stamp(context, input_manifests);
   if (start.stamp.note) start.summary.notes.push_back(*start.stamp.note);
   auto& summary = start.summary;
   summary.output = options.output.string();
-  summary.output_kind = output_kind(options.output);
+  summary.output_kind = context.output;
   summary.dry_run = options.dry_run;
   summary.sharding = options.sharding;
   return start;
@@ -280,12 +291,12 @@ void summarize_groups(const std::vector<StoredTensor>& tensors,
 
 namespace {
 
-PackSummary pack_once(const PackOptions& options) {
-  check_options(options);
+PackSummary pack_once(const detail::PackContext& context) {
+  const auto& options = context.options;
+  check_options(context);
   if (options.inputs.empty()) fail(ErrorCode::usage, "no inputs given");
-  if (detail::holds_pte(options.inputs.front().path) ||
-      output_kind(options.output) == OutputKind::program) {
-    return detail::pack_pte(options);
+  if (detail::holds_pte(options.inputs.front().path) || context.output == OutputKind::program) {
+    return detail::pack_pte(context);
   }
   if (options.merge || !options.methods.empty() || options.share_state ||
       options.constant_alignment) {
@@ -296,7 +307,7 @@ PackSummary pack_once(const PackOptions& options) {
                                       : "--method",
          options.inputs.front().text);
   }
-  return detail::pack_graphs(options);
+  return detail::pack_graphs(context);
 }
 
 using Taken = std::optional<std::string>;
@@ -375,9 +386,8 @@ namespace {
 // A directory output from one packed directory alone: every shard option not
 // given is taken from its manifest. Returns the note naming what was taken
 // (only values other than the defaults), or nothing when none was.
-std::optional<std::string> apply_recorded_options(PackOptions& options) {
-  if (!options.given || options.inputs.size() != 1 ||
-      output_kind(options.output) != OutputKind::directory)
+std::optional<std::string> apply_recorded_options(PackOptions& options, OutputKind kind) {
+  if (!options.given || options.inputs.size() != 1 || kind != OutputKind::directory)
     return std::nullopt;
   const auto& spec = options.inputs.front();
   std::error_code ec;
@@ -408,15 +418,17 @@ std::optional<std::string> apply_recorded_options(PackOptions& options) {
 PackSummary pack(const PackOptions& given_options) {
   auto start = std::chrono::steady_clock::now();
   PackOptions options = given_options;
-  const auto recorded = apply_recorded_options(options);
+  const OutputKind kind = output_kind(options.output);  // the one time it is asked
+  const auto recorded = apply_recorded_options(options, kind);
+  const detail::PackContext context(options, kind);
   // Where the output goes is checked first: its errors owe nothing to recorded options, so
   // they carry no note about them.
   if (recorded && !options.dry_run) {
-    detail::check_output_target(options, {options.inputs.front().path});
+    detail::check_output_target(context, {options.inputs.front().path});
   }
   PackSummary summary;
   try {
-    summary = pack_once(options);
+    summary = pack_once(context);
   } catch (const Error& e) {
     // A cap or option refused because of values the user did not type says where they came
     // from; damage to the input (verify's lines) is reported as verify reports it.

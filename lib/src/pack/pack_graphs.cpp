@@ -18,8 +18,8 @@ namespace {
 // of a many-tensor pack is parsing its programs); parallel_for raises the error
 // of the first failing input in command-line order, as when they are loaded one
 // after another.
-std::vector<Artifact> load_graph_inputs(const PackOptions& options,
-                                        DirectoryInputs& directories) {
+std::vector<Artifact> load_graph_inputs(const PackContext& context, DirectoryInputs& directories) {
+  const auto& options = context.options;
   std::vector<Artifact> loaded(options.inputs.size());
   directories.reserve(options.inputs.size(), options.jobs);
   parallel_for(options.inputs.size(), effective_jobs(options.jobs), [&](size_t i) {
@@ -40,8 +40,8 @@ std::vector<Artifact> load_graph_inputs(const PackOptions& options,
 
 // The merge, its figures in the summary, and the merged program encoded.
 void merge_graphs(std::vector<MergeInput> merge_inputs, uint64_t program_file_bytes,
-                  const PackOptions& options, PreparedPack& prepared,
-                  PackSummary& summary) {
+                  const PackContext& context, PreparedPack& prepared, PackSummary& summary) {
+  const auto& options = context.options;
   for (const auto& in : merge_inputs) {
     for (const auto& m : in.program->methods) {
       summary.methods.push_back({in.rename_method ? *in.rename_method : m->name, in.name, m->name});
@@ -79,9 +79,13 @@ void merge_graphs(std::vector<MergeInput> merge_inputs, uint64_t program_file_by
 // for a large output, while it runs.
 class GraphWriter {
  public:
-  GraphWriter(PreparedPack& prepared, const PackOptions& options,
-              DirectoryInputs& directories, PackSummary& summary)
-      : prepared_(prepared), options_(options), directories_(directories), summary_(summary) {}
+  GraphWriter(PreparedPack& prepared, const PackContext& context, DirectoryInputs& directories,
+              PackSummary& summary)
+      : prepared_(prepared),
+        context_(context),
+        options_(context.options),
+        directories_(directories),
+        summary_(summary) {}
 
   void run() {
     progress_.set_hash_total(plan_hashing());
@@ -101,7 +105,7 @@ class GraphWriter {
       if (summary_.output_kind == OutputKind::package) {
         write_package(prepared_, output_.get(), &progress_, summary_);
       } else {
-        write_directory(prepared_, options_, output_.get(), &progress_, summary_);
+        write_directory(prepared_, context_, output_.get(), &progress_, summary_);
       }
     }
     progress_.stop();
@@ -151,7 +155,7 @@ class GraphWriter {
     if (options_.dry_run || effective_jobs(options_.jobs) <= 1 || prepared_.base ||
         !worth_writing_while_hashing(prepared_.tensors, options_.write_while_hashing_from))
       return false;
-    output_ = output_before_hashing(options_, output_kind_of());
+    output_ = output_before_hashing(context_, output_kind_of());
     if (!output_) return false;
     auto hash = [this] { this->hash(); };
     if (summary_.output_kind == OutputKind::package) {
@@ -161,14 +165,15 @@ class GraphWriter {
       return true;
     }
     auto speculation =
-        write_directory_while_hashing(prepared_, options_, *output_, &progress_, hash);
+        write_directory_while_hashing(prepared_, context_, *output_, &progress_, hash);
     if (!speculation) return false;
-    confirmed_ = confirm_directory(prepared_, *speculation, options_, *output_,
-                                           &progress_, summary_);
+    confirmed_ =
+        confirm_directory(prepared_, *speculation, context_, *output_, &progress_, summary_);
     return true;
   }
 
   PreparedPack& prepared_;
+  const PackContext& context_;
   const PackOptions& options_;
   DirectoryInputs& directories_;
   PackSummary& summary_;
@@ -181,9 +186,9 @@ class GraphWriter {
 
 }  // namespace
 
-PackSummary pack_graphs(const PackOptions& options) {
+PackSummary pack_graphs(const PackContext& context) {
   DirectoryInputs directories;
-  auto loaded = load_graph_inputs(options, directories);
+  auto loaded = load_graph_inputs(context, directories);
   std::vector<MergeInput> merge_inputs;
   std::vector<fs::path> input_paths;
   uint64_t program_file_bytes = 0;  // about the merged program's size
@@ -192,15 +197,16 @@ PackSummary pack_graphs(const PackOptions& options) {
     add_read_paths(artifact, input_paths);
     program_file_bytes += artifact.program_file_bytes;
     merge_inputs.push_back(MergeInput{artifact.name, std::move(artifact.program_tree),
-                                      std::move(artifact.data), options.inputs[i].method});
+                                      std::move(artifact.data), context.options.inputs[i].method});
   }
-  auto start = start_pack(options, kManifestVersion, input_paths, loaded);
+  auto start = start_pack(context, kManifestVersion, input_paths, loaded);
   PreparedPack prepared;
+  prepared.dedup = context.dedup;
   prepared.base = std::move(start.base);
   prepared.stamp = start.stamp;
   PackSummary summary = std::move(start.summary);
-  merge_graphs(std::move(merge_inputs), program_file_bytes, options, prepared, summary);
-  GraphWriter(prepared, options, directories, summary).run();
+  merge_graphs(std::move(merge_inputs), program_file_bytes, context, prepared, summary);
+  GraphWriter(prepared, context, directories, summary).run();
   return summary;
 }
 

@@ -24,6 +24,18 @@
 
 namespace ptepack::detail {
 
+// One pack run's context (docs/architecture.md, "Pack's context"): built once in pack(),
+// after the recorded shard options are applied and before any input is read, and passed
+// to every stage of both front ends, which read these values instead of deciding them again.
+struct PackContext {
+  PackContext(const PackOptions& options, OutputKind output);
+  const PackOptions& options;
+  OutputKind output;  // output_kind(options.output), asked once
+  // How the output stores equal tensors once: the bytes for .ptd shards (and so for .pte
+  // programs), the dtype, shape and bytes for a package or safetensors shards.
+  DedupRule dedup;
+};
+
 // Everything decided before the first byte is written.
 // The release fields of the output's manifest (docs/signing.md): --release N,
 // checked against --base's release, with the base manifest's SHA-256; or, for a
@@ -40,6 +52,7 @@ struct PreparedPack {
   std::unique_ptr<BaseRelease> base;    // --base, opened and checked before any input is hashed
   std::vector<StoredTensor> tensors;    // sorted by key
   flatbuffers::DetachedBuffer program;  // the final .ptg
+  DedupRule dedup = DedupRule::dtype_shape_bytes;  // PackContext::dedup
   [[nodiscard]] std::string_view program_bytes() const {
     return {reinterpret_cast<const char*>(program.data()), program.size()};
   }
@@ -67,7 +80,7 @@ struct PackageSpeculation {
 // are; null when its parent directory is missing (making it would leave
 // directories behind an input's error) or it cannot be made (that error then
 // comes in its usual place, after hashing).
-[[nodiscard]] std::unique_ptr<AtomicOutput> output_before_hashing(const PackOptions& options,
+[[nodiscard]] std::unique_ptr<AtomicOutput> output_before_hashing(const PackContext& context,
                                                                   AtomicOutput::Kind kind);
 
 // Predicts the package's dedup groups from samples of the bytes of every
@@ -113,7 +126,7 @@ void predict_digests(RangeDigests& digests);
                                const std::vector<StorageGroup>& b);
 
 // Frees prepared.program once program.ptg is written.
-void write_directory(PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
+void write_directory(PreparedPack& prepared, const PackContext& context, AtomicOutput* output,
                      Progress* progress, PackSummary& summary);
 
 // What a directory's writer wrote under temporary names.
@@ -134,14 +147,14 @@ struct DirectorySpeculation {
 // one. Nullopt, before hash() is called, when the predicted plan fails (the
 // caller hashes and plans as usual, so the error comes in its usual order).
 [[nodiscard]] std::optional<DirectorySpeculation> write_directory_while_hashing(
-    PreparedPack& prepared, const PackOptions& options, AtomicOutput& output, Progress* progress,
+    PreparedPack& prepared, const PackContext& context, AtomicOutput& output, Progress* progress,
     const std::function<void()>& hash);
 // True when the real digests give the predicted groups: the shards written are
 // then byte for byte what write_directory writes; they are named and the
 // manifest written, and `summary` gets its figures (or the writer's error is
 // thrown). False leaves `summary` alone; the directory must be written again.
 [[nodiscard]] bool confirm_directory(PreparedPack& prepared, DirectorySpeculation& speculation,
-                                     const PackOptions& options, AtomicOutput& output,
+                                     const PackContext& context, AtomicOutput& output,
                                      Progress* progress, PackSummary& summary);
 
 // Streams `content` into `file`, hashed as it goes (stopping at the next chunk
@@ -154,7 +167,7 @@ Digest write_small_file(const std::filesystem::path& path, const std::string& di
 // Refuses (invalid_input, naming the file) an output of `size` bytes above a
 // limit its readers enforce: pack never writes what dump and verify refuse.
 void check_readable_size(const std::string& display, uint64_t size, uint64_t limit);
-[[nodiscard]] ReleaseStamp release_stamp(const PackOptions& options,
+[[nodiscard]] ReleaseStamp release_stamp(const PackContext& context,
                                          const std::vector<const Manifest*>& input_manifests);
 
 // What both front ends decide once their inputs are read, before any byte is hashed.
@@ -166,7 +179,7 @@ struct PackStart {
 // --base opened and checked as a directory of `version` (every file of it
 // counts as read), the output checked against every path read (not in a dry
 // run), the release stamp decided from the inputs' manifests.
-[[nodiscard]] PackStart start_pack(const PackOptions& options, int version,
+[[nodiscard]] PackStart start_pack(const PackContext& context, int version,
                                    std::vector<std::filesystem::path>& read_paths,
                                    const std::vector<Artifact>& inputs);
 // manifest.json with the stamp and the plan's tensors (describe_tensors,
@@ -175,7 +188,7 @@ struct PackStart {
 // of the release; else a repack of one signed directory carries its model.sig when
 // the manifest written is byte for byte the signed one, and notes that it does not
 // otherwise (`notes`). Returns the bytes written.
-uint64_t write_manifest(const PackOptions& options, const std::filesystem::path& dir,
+uint64_t write_manifest(const PackContext& context, const std::filesystem::path& dir,
                         const std::string& display, Manifest& manifest, const ReleaseStamp& stamp,
                         const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors,
                         std::vector<std::string>& notes);
@@ -183,19 +196,19 @@ uint64_t write_manifest(const PackOptions& options, const std::filesystem::path&
 // plan), with the output named in its placement errors.
 [[nodiscard]] DirectoryPlan plan_for_output(const std::vector<StoredTensor>& tensors,
                                             const std::vector<StorageGroup>& groups,
-                                            const ProgramUse& use, const PackOptions& options,
+                                            const ProgramUse& use, const PackContext& context,
                                             const BaseRelease* base);
 // Writes a plan's new shards in parallel under temporary names (.shard-N.tmp),
 // each hashed as it streams; their digests.
 [[nodiscard]] std::vector<Digest> write_shard_files(const DirectoryPlan& plan,
-                                                    const PackOptions& options,
+                                                    const PackContext& context,
                                                     AtomicOutput& output, Progress* progress,
                                                     const std::stop_token& stop = {});
 // Describes the written plan in `manifest` (describe_directory) and renames
 // the new shards to the names it gives them (--base's kept shards are copied
 // by BaseRelease::copy_kept).
 void finish_shards(const DirectoryPlan& plan, const std::vector<Digest>& digests,
-                   const PackOptions& options, AtomicOutput& output, Manifest& manifest);
+                   const PackContext& context, AtomicOutput& output, Manifest& manifest);
 // The summary's shards (in manifest order, named from the `written` manifest,
 // or unnamed in a dry run), their bytes added to output_bytes, and each
 // program's shard count and (written) list: derived from the plan alone.
@@ -208,13 +221,13 @@ void summarize_shards(const DirectoryPlan& plan, const Manifest* written, PackSu
 void add_read_paths(const Artifact& artifact, std::vector<std::filesystem::path>& paths);
 // Refuses outputs equal to, inside or containing any input path (usage error
 // naming both), and outputs that would clobber an unrelated directory.
-void check_output_target(const PackOptions& options,
+void check_output_target(const PackContext& context,
                          const std::vector<std::filesystem::path>& input_paths);
 
 // The .pte front end's pack (inputs are .pte programs or directories of them).
-[[nodiscard]] PackSummary pack_pte(const PackOptions& options);
+[[nodiscard]] PackSummary pack_pte(const PackContext& context);
 // The program-graph front end's pack (inputs are graphs, packages or directories of them).
-[[nodiscard]] PackSummary pack_graphs(const PackOptions& options);
+[[nodiscard]] PackSummary pack_graphs(const PackContext& context);
 
 // Summary fields shared by both writers: dedup, aliases and byte counts.
 // Also tells `progress` how many bytes the writer will copy.

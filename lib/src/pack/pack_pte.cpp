@@ -37,10 +37,10 @@ FileContent program_content(const pte::Layout& layout) {
   return content;
 }
 
-ProgramSource the_one_source(const PackOptions& options, const PteInputs& in) {
+ProgramSource the_one_source(const PackContext& context, const PteInputs& in) {
   if (in.sources.size() != 1) {
     fail(ErrorCode::usage, "{}: a .pte output holds one program; the inputs hold {}",
-         options.output.string(), in.sources.size());
+         context.options.output.string(), in.sources.size());
   }
   return in.sources.front();
 }
@@ -56,8 +56,9 @@ struct InlinedProgram {
   InputFilePtr file;  // the same bytes, readable: the summary is counted from them
 };
 
-InlinedProgram inline_content(const PackOptions& options, const ProgramSource& source,
+InlinedProgram inline_content(const PackContext& context, const ProgramSource& source,
                               const RangeDigests& digests) {
+  const auto& options = context.options;
   InlinedProgram out;
   out.rewrite = inline_program(source, digests);
   out.rewrite.alignment = options.sharding.alignment;
@@ -72,10 +73,10 @@ InlinedProgram inline_content(const PackOptions& options, const ProgramSource& s
 
 // Counted from the program as written, read back by the reader and counted by the code
 // dump counts a .pte with (own_tensors, stored_ranges): the two always agree.
-void summarize_inlined(const PackOptions& options, const ProgramSource& source,
+void summarize_inlined(const PackContext& context, const ProgramSource& source,
                        const InlinedProgram& inlined, PackSummary& summary) {
   summary.programs.push_back(program_summary(source, inlined.content.size));
-  summary.programs.back().file = options.output.filename().string();
+  summary.programs.back().file = context.options.output.filename().string();
   summary.output_bytes = inlined.content.size;
   const auto own = own_tensors(pte::read(inlined.file));
   std::vector<ByteRange> ranges;
@@ -102,10 +103,10 @@ void write_program_file(const FileContent& content, AtomicOutput& output, Progre
 // Who reads each tensor: the programs whose key lists name it (both sorted by
 // key); placed by sharing set for two or more programs unless --placement single.
 ProgramUse program_use(const std::vector<StoredTensor>& tensors, const ExternalizedSet& set,
-                       const PackOptions& options) {
+                       const PackContext& context) {
   ProgramUse use;
   use.programs = set.programs.size();
-  use.by_sharing_set = use.programs >= 2 && options.placement != Placement::single;
+  use.by_sharing_set = use.programs >= 2 && context.options.placement != Placement::single;
   use.users.resize(tensors.size());
   for (uint32_t p = 0; p < set.programs.size(); ++p) {
     auto t = tensors.begin();
@@ -120,9 +121,9 @@ ProgramUse program_use(const std::vector<StoredTensor>& tensors, const Externali
 }
 
 // The inputs' chosen methods made one program, read back as the one source.
-void merge_sources(const PackOptions& options, PteInputs& in, RangeDigests& digests,
+void merge_sources(const PackContext& context, PteInputs& in, RangeDigests& digests,
                    Progress& progress, PackSummary& summary) {
-  in.merged = merge_pte_sources(options, in, digests);
+  in.merged = merge_pte_sources(context, in, digests);
   const auto& merged = in.merged->merged;
   for (const auto& m : merged.methods)
     summary.methods.push_back({m.name, in.sources[m.input].name, m.source});
@@ -134,7 +135,7 @@ void merge_sources(const PackOptions& options, PteInputs& in, RangeDigests& dige
   }
   in.sources = {in.merged->source};
   add_program_ranges(in.sources.front(), digests);  // known through the inputs' digests
-  digests.compute(options.jobs, &progress);
+  digests.compute(context.options.jobs, &progress);
 }
 
 // A directory of programs, planned: the keys moved out, the shards placed, the
@@ -147,9 +148,9 @@ struct PlannedPrograms {
 
 // The programs read, each method's origin and the notes in the summary, the
 // merge made when asked for.
-void prepare_sources(const PackOptions& options, PteInputs& in, RangeDigests& digests,
+void prepare_sources(const PackContext& context, PteInputs& in, RangeDigests& digests,
                      Progress& progress, PackSummary& summary) {
-  digests.compute(options.jobs, &progress);
+  digests.compute(context.options.jobs, &progress);
   for (const auto& s : in.sources) {
     if (const size_t n = unreadable_named_data(s)) {
       summary.notes.push_back(fmt::format(
@@ -157,8 +158,8 @@ void prepare_sources(const PackOptions& options, PteInputs& in, RangeDigests& di
           n));
     }
   }
-  if (merging(options, in.sources.size(), in.renames)) {
-    merge_sources(options, in, digests, progress, summary);
+  if (in.merge) {
+    merge_sources(context, in, digests, progress, summary);
   } else {
     for (const auto& s : in.sources) {
       for (const auto& plan : s.file->program.plans)
@@ -169,8 +170,9 @@ void prepare_sources(const PackOptions& options, PteInputs& in, RangeDigests& di
 
 // Keys moved out, grouped, and the directory planned: the base's shards kept,
 // the rest placed and laid out.
-PlannedPrograms plan_pte_directory(const PackOptions& options, PteInputs& in, RangeDigests& digests,
+PlannedPrograms plan_pte_directory(const PackContext& context, PteInputs& in, RangeDigests& digests,
                                    Progress& progress, PackSummary& summary) {
+  const auto& options = context.options;
   PlannedPrograms planned;
   auto& base = in.base;
   PreviousKeys previous;
@@ -182,17 +184,18 @@ PlannedPrograms plan_pte_directory(const PackOptions& options, PteInputs& in, Ra
       summary.renames.insert(summary.renames.end(), p.renames.begin(), p.renames.end());
   }
   const auto& tensors = planned.set.tensors;
-  auto groups = group_tensors(tensors, DedupRule::bytes);
+  auto groups = group_tensors(tensors, context.dedup);
   summarize_groups(tensors, groups, summary, &progress);
   if (base) base->plan(tensors, options, summary);
-  planned.plan = plan_for_output(tensors, groups, program_use(tensors, planned.set, options),
-                                 options, base.get());
+  planned.plan = plan_for_output(tensors, groups, program_use(tensors, planned.set, context),
+                                 context, base.get());
   return planned;
 }
 
 // Each program rewritten to load its keys from the shards.
-void rewrite_programs(const PackOptions& options, const PteInputs& in, PlannedPrograms& planned,
+void rewrite_programs(const PackContext& context, const PteInputs& in, PlannedPrograms& planned,
                       PackSummary& summary) {
+  const auto& options = context.options;
   for (size_t p = 0; p < in.sources.size(); ++p) {
     auto& rewrite = planned.set.programs[p].rewrite;
     rewrite.alignment = options.sharding.alignment;
@@ -217,7 +220,7 @@ struct WrittenPrograms {
   std::vector<Digest> shards;
 };
 
-WrittenPrograms write_program_files(const PackOptions& options, const PteInputs& in,
+WrittenPrograms write_program_files(const PackContext& context, const PteInputs& in,
                                     const PlannedPrograms& planned, AtomicOutput& output,
                                     Progress& progress, const std::stop_token& stop = {}) {
   WrittenPrograms files;
@@ -228,7 +231,7 @@ WrittenPrograms write_program_files(const PackOptions& options, const PteInputs&
                                           OutputFile::Durability::at_commit, stop));
   }
   if (in.base) in.base->copy_kept(output.temp_path(), output, &progress);
-  files.shards = write_shard_files(planned.plan, options, output, &progress, stop);
+  files.shards = write_shard_files(planned.plan, context, output, &progress, stop);
   return files;
 }
 
@@ -247,11 +250,11 @@ struct PteSpeculation {
 // two or more threads, without --base, into a directory (each program packed
 // as it is) or a .pte (merged or not); a merge into a directory and packed
 // directory inputs (whose digests a check proves beside) are written after hashing.
-bool worth_writing_pte_while_hashing(const PackOptions& options, const PteInputs& in,
+bool worth_writing_pte_while_hashing(const PackContext& context, const PteInputs& in,
                                      const RangeDigests& digests) {
-  const auto kind = output_kind(options.output);
+  const auto& options = context.options;
   if (options.dry_run || in.base || effective_jobs(options.jobs) <= 1 ||
-      (kind == OutputKind::directory && merging(options, in.sources.size(), in.renames))) {
+      (context.output == OutputKind::directory && in.merge)) {
     return false;
   }
   for (const auto& a : in.artifacts) {
@@ -261,37 +264,38 @@ bool worth_writing_pte_while_hashing(const PackOptions& options, const PteInputs
 }
 
 // A .pte output's one program on predicted digests: merged first if asked for.
-void guess_program(const PackOptions& options, const PteInputs& in, RangeDigests& predicted,
+void guess_program(const PackContext& context, const PteInputs& in, RangeDigests& predicted,
                    PteSpeculation& guess) {
-  if (merging(options, in.sources.size(), in.renames)) {
-    guess.merged = merge_pte_sources(options, in, predicted);
+  if (in.merge) {
+    guess.merged = merge_pte_sources(context, in, predicted);
     add_program_ranges(guess.merged->source, predicted);  // through the inputs', or predicted
     predict_digests(predicted);
   }
-  const auto source = guess.merged ? guess.merged->source : the_one_source(options, in);
-  guess.planned.programs.push_back(inline_content(options, source, predicted).content);
+  const auto source = guess.merged ? guess.merged->source : the_one_source(context, in);
+  guess.planned.programs.push_back(inline_content(context, source, predicted).content);
 }
 
 // Plans the output on predicted digests (predict_digests) and writes it on a
 // thread of its own while `digests` are computed on this one. Nullopt, before
 // anything is hashed, when the output cannot be made yet (output_before_hashing)
 // or the predicted plan fails in any way (the plain path then runs).
-std::optional<PteSpeculation> write_while_hashing(const PackOptions& options, PteInputs& in,
+std::optional<PteSpeculation> write_while_hashing(const PackContext& context, PteInputs& in,
                                                   RangeDigests& digests, Progress& progress) {
+  const auto& options = context.options;
   PteSpeculation guess;
-  const bool one_file = output_kind(options.output) == OutputKind::program;
+  const bool one_file = context.output == OutputKind::program;
   guess.output = output_before_hashing(
-      options, one_file ? AtomicOutput::Kind::file : AtomicOutput::Kind::directory);
+      context, one_file ? AtomicOutput::Kind::file : AtomicOutput::Kind::directory);
   if (!guess.output) return std::nullopt;
   RangeDigests predicted = digests;
   predict_digests(predicted);
   const bool planned = planned_on_prediction([&] {
     PackSummary scratch;  // the summary takes the real plan's figures
     if (one_file) {
-      guess_program(options, in, predicted, guess);
+      guess_program(context, in, predicted, guess);
     } else {
-      guess.planned = plan_pte_directory(options, in, predicted, progress, scratch);
-      rewrite_programs(options, in, guess.planned, scratch);
+      guess.planned = plan_pte_directory(context, in, predicted, progress, scratch);
+      rewrite_programs(context, in, guess.planned, scratch);
     }
   });
   if (!planned) return std::nullopt;
@@ -302,7 +306,7 @@ std::optional<PteSpeculation> write_while_hashing(const PackOptions& options, Pt
           write_program_file(guess.planned.programs.front(), *guess.output, progress, stop);
         } else {
           guess.files =
-              write_program_files(options, in, guess.planned, *guess.output, progress, stop);
+              write_program_files(context, in, guess.planned, *guess.output, progress, stop);
         }
       },
       [&] { digests.compute(options.jobs, &progress); }, guess.write_error);
@@ -336,12 +340,13 @@ std::unique_ptr<AtomicOutput> written_while_hashing(std::optional<PteSpeculation
 }
 
 // A .pte output: its one program, written while hashing when predicted right.
-void write_inlined(const PackOptions& options, PteInputs& in, const RangeDigests& digests,
+void write_inlined(const PackContext& context, PteInputs& in, const RangeDigests& digests,
                    Progress& progress, PackSummary& summary, std::optional<PteSpeculation>& guess) {
-  const auto source = the_one_source(options, in);
+  const auto& options = context.options;
+  const auto source = the_one_source(context, in);
   PlannedPrograms real;
-  auto inlined = inline_content(options, source, digests);
-  summarize_inlined(options, source, inlined, summary);
+  auto inlined = inline_content(context, source, digests);
+  summarize_inlined(context, source, inlined, summary);
   if (options.dry_run) return;
   real.programs.push_back(std::move(inlined.content));
   WrittenPrograms unused;
@@ -358,14 +363,14 @@ void write_inlined(const PackOptions& options, PteInputs& in, const RangeDigests
 
 // The programs, the base's kept shards, the new shards and the manifest,
 // committed together; the files written while hashing when their prediction held.
-void write_programs_directory(const PackOptions& options, PteInputs& in,
+void write_programs_directory(const PackContext& context, PteInputs& in,
                               const PlannedPrograms& planned, Progress& progress,
                               PackSummary& summary, std::optional<PteSpeculation>& guess) {
   WrittenPrograms files;
   auto output = written_while_hashing(guess, planned, progress, summary, files);
   if (!output) {
-    output = std::make_unique<AtomicOutput>(options.output, AtomicOutput::Kind::directory);
-    files = write_program_files(options, in, planned, *output, progress);
+    output = std::make_unique<AtomicOutput>(context.options.output, AtomicOutput::Kind::directory);
+    files = write_program_files(context, in, planned, *output, progress);
   }
   const auto& dir = output->temp_path();
   Manifest manifest;
@@ -378,10 +383,10 @@ void write_programs_directory(const PackOptions& options, PteInputs& in,
                                  {},
                                  planned.set.programs[p].named_keys});
   }
-  finish_shards(planned.plan, files.shards, options, *output, manifest);
+  finish_shards(planned.plan, files.shards, context, *output, manifest);
   summarize_shards(planned.plan, &manifest, summary);
   summary.output_bytes +=
-      write_manifest(options, dir, output->display_name("manifest.json"), manifest, in.stamp,
+      write_manifest(context, dir, output->display_name("manifest.json"), manifest, in.stamp,
                      planned.plan, planned.set.tensors, summary.notes);
   if (in.base) in.base->summarize(planned.set.tensors, planned.plan, &manifest, summary);
   in.directories.finish_bytes();  // hashing may still show progress until here
@@ -389,56 +394,56 @@ void write_programs_directory(const PackOptions& options, PteInputs& in,
   output->commit();
 }
 
-PackSummary pack_loaded(const PackOptions& options, PteInputs& in, RangeDigests& digests,
+PackSummary pack_loaded(const PackContext& context, PteInputs& in, RangeDigests& digests,
                         Progress& progress, PackSummary summary) {
   std::optional<PteSpeculation> guess;
-  if (worth_writing_pte_while_hashing(options, in, digests))
-    guess = write_while_hashing(options, in, digests, progress);
-  prepare_sources(options, in, digests, progress, summary);  // hashes what is left
+  if (worth_writing_pte_while_hashing(context, in, digests))
+    guess = write_while_hashing(context, in, digests, progress);
+  prepare_sources(context, in, digests, progress, summary);  // hashes what is left
   if (summary.output_kind == OutputKind::program) {
-    write_inlined(options, in, digests, progress, summary, guess);
+    write_inlined(context, in, digests, progress, summary, guess);
     progress.stop();
     return summary;
   }
-  auto planned = plan_pte_directory(options, in, digests, progress, summary);
-  rewrite_programs(options, in, planned, summary);
-  if (options.dry_run) {
+  auto planned = plan_pte_directory(context, in, digests, progress, summary);
+  rewrite_programs(context, in, planned, summary);
+  if (context.options.dry_run) {
     summarize_shards(planned.plan, nullptr, summary);
     if (in.base) in.base->summarize(planned.set.tensors, planned.plan, nullptr, summary);
     progress.stop();
     return summary;
   }
-  write_programs_directory(options, in, planned, progress, summary, guess);
+  write_programs_directory(context, in, planned, progress, summary, guess);
   return summary;
 }
 
 }  // namespace
 
-PackSummary pack_pte(const PackOptions& options) {
+PackSummary pack_pte(const PackContext& context) {
+  const auto& options = context.options;
   const std::string first = options.inputs.front().path.string();
   if (options.sharding.format != ShardFormat::ptd) {
     fail(ErrorCode::usage,
          "{}: .pte programs load their data from .ptd shards; --shard-format {} is not possible",
          first, shard_format_name(options.sharding.format));
   }
-  if (output_kind(options.output) == OutputKind::package) {
+  if (context.output == OutputKind::package) {
     fail(ErrorCode::usage,
          "{}: a .ptn package holds program graphs; pack .pte programs (here {}) into a directory "
          "or a .pte",
          options.output.string(), first);
   }
   PteInputs in;
-  load_inputs(options, in);
-  auto start = start_pack(options, kManifestProgramsVersion, in.paths, in.artifacts);
+  load_inputs(context, in);
+  auto start = start_pack(context, kManifestProgramsVersion, in.paths, in.artifacts);
   in.base = std::move(start.base);
   in.stamp = start.stamp;
   PackSummary summary = std::move(start.summary);
   RangeDigests digests;
   add_proven_digests(in, digests);
-  const bool merge = merging(options, in.sources.size(), in.renames);
   for (const auto& s : in.sources) {
     add_program_ranges(s, digests);
-    if (merge) pte::add_merge_ranges(s.file->program, *s.data, digests);
+    if (in.merge) pte::add_merge_ranges(s.file->program, *s.data, digests);
   }
   Progress progress;
   progress.set_hash_total(digests.distinct_bytes() + in.directories.hash_total());
@@ -448,7 +453,7 @@ PackSummary pack_pte(const PackOptions& options) {
   // their manifests' digests; nothing is committed before the check passes.
   in.directories.start_bytes(&progress);
   try {
-    auto summary_out = pack_loaded(options, in, digests, progress, std::move(summary));
+    auto summary_out = pack_loaded(context, in, digests, progress, std::move(summary));
     in.directories.finish_bytes();
     return summary_out;
   } catch (...) {

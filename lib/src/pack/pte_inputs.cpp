@@ -20,14 +20,16 @@ void check_method_name(const std::string& name, const std::string& text) {
 
 }  // namespace
 
-bool merging(const PackOptions& options, size_t programs,
+bool merging(const PackContext& context, size_t programs,
              const std::vector<std::optional<std::string>>& renames) {
+  const auto& options = context.options;
   if (options.merge || !options.methods.empty()) return true;
-  if (output_kind(options.output) == OutputKind::program && programs > 1) return true;
+  if (context.output == OutputKind::program && programs > 1) return true;
   return std::any_of(renames.begin(), renames.end(), [](const auto& r) { return r.has_value(); });
 }
 
-void load_inputs(const PackOptions& options, PteInputs& in) {
+void load_inputs(const PackContext& context, PteInputs& in) {
+  const auto& options = context.options;
   in.directories.reserve(options.inputs.size(), options.jobs);
   std::vector<std::optional<std::string>> renames;
   for (size_t i = 0; i < options.inputs.size(); ++i) {
@@ -52,15 +54,15 @@ void load_inputs(const PackOptions& options, PteInputs& in) {
       in.renames.push_back(renames[a]);
     }
   }
-  const bool merge = merging(options, in.renames.size(), in.renames);
+  in.merge = merging(context, in.renames.size(), in.renames);
+  const bool merge = in.merge;
   if (options.share_state && !merge) {
     fail(ErrorCode::usage,
          "{}: --share-state shares mutable buffers between the methods of a merge (-o NAME.pte "
          "with two or more programs, or --merge NAME.pte)",
          options.output.string());
   }
-  if (merge && !options.merge && output_kind(options.output) == OutputKind::directory &&
-      in.renames.size() > 1) {
+  if (merge && !options.merge && context.output == OutputKind::directory && in.renames.size() > 1) {
     fail(ErrorCode::usage,
          "{}: renaming or choosing methods of several programs makes them one program: name it "
          "with --merge NAME.pte (or write -o NAME.pte)",
@@ -104,16 +106,18 @@ void add_proven_digests(const PteInputs& in, RangeDigests& digests) {
 namespace {
 
 // The merged program's file name: -o NAME.pte, --merge NAME.pte, or the one input's.
-std::string merged_file_name(const PackOptions& options, const PteInputs& in) {
-  if (output_kind(options.output) == OutputKind::program) return options.output.filename().string();
+std::string merged_file_name(const PackContext& context, const PteInputs& in) {
+  const auto& options = context.options;
+  if (context.output == OutputKind::program) return options.output.filename().string();
   if (options.merge) return *options.merge;
   return in.sources.front().file->file;
 }
 
 }  // namespace
 
-std::unique_ptr<PteMerge> merge_pte_sources(const PackOptions& options, const PteInputs& in,
+std::unique_ptr<PteMerge> merge_pte_sources(const PackContext& context, const PteInputs& in,
                                             const RangeDigests& digests) {
+  const auto& options = context.options;
   std::vector<pte::MergeInput> inputs;
   std::vector<std::string> names;
   for (const auto& s : in.sources) {
@@ -122,7 +126,7 @@ std::unique_ptr<PteMerge> merge_pte_sources(const PackOptions& options, const Pt
     names.push_back(s.name);
   }
   pte::choose_methods(inputs, in.renames, options.methods);
-  const std::string file = merged_file_name(options, in);
+  const std::string file = merged_file_name(context, in);
   auto merged = std::make_unique<PteMerge>();
   merged->merged = pte::merge(inputs, digests, file,
                               {options.share_state, options.constant_alignment.value_or(0)});

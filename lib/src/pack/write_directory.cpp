@@ -73,8 +73,9 @@ void check_readable_size(const std::string& display, uint64_t size, uint64_t lim
   }
 }
 
-ReleaseStamp release_stamp(const PackOptions& options,
+ReleaseStamp release_stamp(const PackContext& context,
                            const std::vector<const Manifest*>& input_manifests) {
+  const auto& options = context.options;
   ReleaseStamp stamp;
   if (!options.base) {
     if (options.release) {
@@ -119,9 +120,10 @@ ReleaseStamp release_stamp(const PackOptions& options,
 // A repack of one signed directory: its model.sig still signs the output when the manifest
 // written is the signed one byte for byte (it records every other file's digest, and the
 // output's files match it). Returns the bytes written.
-uint64_t carry_signature(const PackOptions& options, const fs::path& dir,
+uint64_t carry_signature(const PackContext& context, const fs::path& dir,
                          const std::string& display, const Digest& written,
                          std::vector<std::string>& notes) {
+  const auto& options = context.options;
   if (options.inputs.size() != 1 || options.base) return 0;
   std::error_code ec;
   const auto& path = options.inputs.front().path;
@@ -147,9 +149,10 @@ uint64_t carry_signature(const PackOptions& options, const fs::path& dir,
   return bytes.size();
 }
 
-uint64_t write_manifest(const PackOptions& options, const fs::path& dir, const std::string& display,
+uint64_t write_manifest(const PackContext& context, const fs::path& dir, const std::string& display,
                         Manifest& manifest, const ReleaseStamp& stamp, const DirectoryPlan& plan,
                         const std::vector<StoredTensor>& tensors, std::vector<std::string>& notes) {
+  const auto& options = context.options;
   manifest.release = stamp.release;
   manifest.base_manifest_sha256 = stamp.base_manifest_sha256;
   // Streamed: written and hashed piece by piece, never one string.
@@ -169,7 +172,7 @@ uint64_t write_manifest(const PackOptions& options, const fs::path& dir, const s
   write_manifest_json(manifest, sink, &entries);
   check_readable_size(display, size, Limits::max_manifest_bytes);
   file.finish(size, OutputFile::Durability::at_commit);  // a directory output's file
-  if (!options.sign_key) return size + carry_signature(options, dir, display, hash.finish(), notes);
+  if (!options.sign_key) return size + carry_signature(context, dir, display, hash.finish(), notes);
   const auto key = SigningKey::load(*options.sign_key, options.sign_password);
   const auto bundle =
       sign_manifest(key, options.output.filename().string(), manifest, hash.finish());
@@ -179,7 +182,8 @@ uint64_t write_manifest(const PackOptions& options, const fs::path& dir, const s
 
 DirectoryPlan plan_for_output(const std::vector<StoredTensor>& tensors,
                               const std::vector<StorageGroup>& groups, const ProgramUse& use,
-                              const PackOptions& options, const BaseRelease* base) {
+                              const PackContext& context, const BaseRelease* base) {
+  const auto& options = context.options;
   const auto output = options.output.string();
   if (base == nullptr) return plan_directory(tensors, groups, use, options.sharding, output);
   return plan_directory(tensors, groups, use, options.sharding, output, base->reuse(),
@@ -207,13 +211,13 @@ void summarize_shards(const DirectoryPlan& plan, const Manifest* written, PackSu
   }
 }
 
-std::vector<Digest> write_shard_files(const DirectoryPlan& plan, const PackOptions& options,
+std::vector<Digest> write_shard_files(const DirectoryPlan& plan, const PackContext& context,
                                       AtomicOutput& output, Progress* progress,
                                       const std::stop_token& stop) {
   const auto& dir = output.temp_path();
   // Shards are independent files: write them in parallel, each hashed as it streams.
   std::vector<Digest> digests(plan.placed.size());
-  parallel_for(plan.placed.size(), effective_jobs(options.jobs), [&](size_t s) {
+  parallel_for(plan.placed.size(), effective_jobs(context.options.jobs), [&](size_t s) {
     auto temp_name = fmt::format(".shard-{}.tmp", s);
     OutputFile file(dir / temp_name, output.display_name(temp_name));
     digests[s] = write_hashed(file, plan.contents[s], progress, OutputFile::Durability::at_commit,
@@ -223,7 +227,8 @@ std::vector<Digest> write_shard_files(const DirectoryPlan& plan, const PackOptio
 }
 
 void finish_shards(const DirectoryPlan& plan, const std::vector<Digest>& digests,
-                   const PackOptions& options, AtomicOutput& output, Manifest& manifest) {
+                   const PackContext& context, AtomicOutput& output, Manifest& manifest) {
+  const auto& options = context.options;
   const auto& dir = output.temp_path();
   describe_directory(plan, digests, options.sharding, options.shard_prefix, manifest);
   for (size_t s = 0; s < plan.placed.size(); ++s) {
@@ -238,34 +243,29 @@ void finish_shards(const DirectoryPlan& plan, const std::vector<Digest>& digests
 
 namespace {
 
-DedupRule directory_rule(const PackOptions& options) {
-  return options.sharding.format == ShardFormat::ptd ? DedupRule::bytes
-                                                     : DedupRule::dtype_shape_bytes;
-}
-
 // The directory's plan on the tensors' digests (with --base, its kept shards
 // first); fills the summary's dedup figures and the base's notes.
-DirectoryPlan plan_graph_directory(const PreparedPack& prepared, const PackOptions& options,
+DirectoryPlan plan_graph_directory(const PreparedPack& prepared, const PackContext& context,
                                    Progress* progress, PackSummary& summary,
                                    BaseRelease* base = nullptr) {
   const auto& tensors = prepared.tensors;
-  auto groups = group_tensors(tensors, directory_rule(options));
+  auto groups = group_tensors(tensors, prepared.dedup);
   summarize_groups(tensors, groups, summary, progress);
-  if (base != nullptr) base->plan(tensors, options, summary);
-  return plan_for_output(tensors, groups, {}, options, base);
+  if (base != nullptr) base->plan(tensors, context.options, summary);
+  return plan_for_output(tensors, groups, {}, context, base);
 }
 
 // program.ptg and the new shards under temporary names. The program is freed
 // once written, unless it may be needed again (a prediction not yet confirmed).
 WrittenFiles write_files(PreparedPack& prepared, const DirectoryPlan& plan,
-                         const PackOptions& options, AtomicOutput& output, Progress* progress,
+                         const PackContext& context, AtomicOutput& output, Progress* progress,
                          bool keep_program, const std::stop_token& stop = {}) {
   WrittenFiles files;
   files.program = write_small_file(output.temp_path() / "program.ptg",
                                    output.display_name("program.ptg"), prepared.program_bytes());
   files.program_size = prepared.program_bytes().size();
   if (!keep_program) prepared.program = {};  // its memory is free for the manifest
-  files.shards = write_shard_files(plan, options, output, progress, stop);
+  files.shards = write_shard_files(plan, context, output, progress, stop);
   return files;
 }
 
@@ -273,7 +273,7 @@ WrittenFiles write_files(PreparedPack& prepared, const DirectoryPlan& plan,
 // and, last, the manifest (its presence marks a complete directory); the
 // summary's shards and byte counts derived from the plan and that manifest.
 void finish_directory(const PreparedPack& prepared, const DirectoryPlan& plan,
-                      const WrittenFiles& files, const PackOptions& options, AtomicOutput& output,
+                      const WrittenFiles& files, const PackContext& context, AtomicOutput& output,
                       PackSummary& summary, const BaseRelease* base = nullptr,
                       Progress* progress = nullptr) {
   const auto& tensors = prepared.tensors;
@@ -282,11 +282,11 @@ void finish_directory(const PreparedPack& prepared, const DirectoryPlan& plan,
   Manifest manifest;
   manifest.program = {"program.ptg", to_hex(files.program), files.program_size};
   if (base != nullptr) base->copy_kept(dir, output, progress);
-  finish_shards(plan, files.shards, options, output, manifest);
+  finish_shards(plan, files.shards, context, output, manifest);
   manifest.state.assign(prepared.merged.state.begin(), prepared.merged.state.end());
   summary.output_bytes = files.program_size;
   summarize_shards(plan, &manifest, summary);
-  if (options.sharding.format == ShardFormat::safetensors) {
+  if (context.options.sharding.format == ShardFormat::safetensors) {
     auto index = safetensors::index_json(manifest.total_size, weight_map_of(manifest));
     check_readable_size(display("model.safetensors.index.json"), index.size(),
                         Limits::max_header_bytes);
@@ -294,27 +294,26 @@ void finish_directory(const PreparedPack& prepared, const DirectoryPlan& plan,
                      index);
     summary.output_bytes += index.size();
   }
-  summary.output_bytes +=
-      write_manifest(options, dir, display("manifest.json"), manifest, prepared.stamp, plan,
-                     tensors, summary.notes);
+  summary.output_bytes += write_manifest(context, dir, display("manifest.json"), manifest,
+                                         prepared.stamp, plan, tensors, summary.notes);
   if (base != nullptr) base->summarize(tensors, plan, &manifest, summary);
 }
 
 }  // namespace
 
-void write_directory(PreparedPack& prepared, const PackOptions& options, AtomicOutput* output,
+void write_directory(PreparedPack& prepared, const PackContext& context, AtomicOutput* output,
                      Progress* progress, PackSummary& summary) {
   BaseRelease* kept = prepared.base.get();
-  auto plan = plan_graph_directory(prepared, options, progress, summary, kept);
+  auto plan = plan_graph_directory(prepared, context, progress, summary, kept);
   if (output == nullptr) {
     summary.output_bytes = prepared.program_bytes().size();
     summarize_shards(plan, nullptr, summary);
     if (kept != nullptr) kept->summarize(prepared.tensors, plan, nullptr, summary);
     return;
   }
-  if (effective_jobs(options.jobs) <= 1) {
-    auto files = write_files(prepared, plan, options, *output, progress, false);
-    finish_directory(prepared, plan, files, options, *output, summary, kept, progress);
+  if (effective_jobs(context.options.jobs) <= 1) {
+    auto files = write_files(prepared, plan, context, *output, progress, false);
+    finish_directory(prepared, plan, files, context, *output, summary, kept, progress);
     return;
   }
   // program.ptg is written on a thread of its own, beside the shards and the
@@ -329,19 +328,19 @@ void write_directory(PreparedPack& prepared, const PackOptions& options, AtomicO
         prepared.program = {};  // its memory is free once written
       },
       [&] {
-        files.shards = write_shard_files(plan, options, *output, progress);
-        finish_directory(prepared, plan, files, options, *output, summary, kept, progress);
+        files.shards = write_shard_files(plan, context, *output, progress);
+        finish_directory(prepared, plan, files, context, *output, summary, kept, progress);
       });
 }
 
 std::optional<DirectorySpeculation> write_directory_while_hashing(
-    PreparedPack& prepared, const PackOptions& options, AtomicOutput& output, Progress* progress,
+    PreparedPack& prepared, const PackContext& context, AtomicOutput& output, Progress* progress,
     const std::function<void()>& hash) {
   predict_digests(prepared.tensors);
   DirectorySpeculation speculation;
   try {
     PackSummary predicted;  // the summary takes the real groups' figures (confirm_directory)
-    speculation.plan = plan_graph_directory(prepared, options, progress, predicted);
+    speculation.plan = plan_graph_directory(prepared, context, progress, predicted);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::internal) throw;  // a bug, on any groups
     return std::nullopt;  // the real plan decides, once the inputs are hashed
@@ -349,21 +348,21 @@ std::optional<DirectorySpeculation> write_directory_while_hashing(
   write_beside_hashing(
       [&](const std::stop_token& stop) {
         speculation.files =
-            write_files(prepared, speculation.plan, options, output, progress, true, stop);
+            write_files(prepared, speculation.plan, context, output, progress, true, stop);
       },
       hash, speculation.write_error);
   return speculation;
 }
 
 bool confirm_directory(PreparedPack& prepared, DirectorySpeculation& speculation,
-                       const PackOptions& options, AtomicOutput& output, Progress* progress,
+                       const PackContext& context, AtomicOutput& output, Progress* progress,
                        PackSummary& summary) {
-  auto groups = group_tensors(prepared.tensors, directory_rule(options));
+  auto groups = group_tensors(prepared.tensors, prepared.dedup);
   if (!same_groups(groups, speculation.plan.groups)) return false;
   if (speculation.write_error) std::rethrow_exception(speculation.write_error);
   prepared.program = {};
   summarize_groups(prepared.tensors, groups, summary, progress);
-  finish_directory(prepared, speculation.plan, speculation.files, options, output, summary);
+  finish_directory(prepared, speculation.plan, speculation.files, context, output, summary);
   summary.written_while_hashing = true;
   return true;
 }

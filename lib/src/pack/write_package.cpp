@@ -207,7 +207,7 @@ std::vector<uint64_t> sizes_of(const std::vector<ByteRange>& ranges) {
 
 void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress* progress,
                    PackSummary& summary) {
-  auto groups = group_tensors(prepared.tensors, DedupRule::dtype_shape_bytes);
+  auto groups = group_tensors(prepared.tensors, prepared.dedup);
   summarize_groups(prepared.tensors, groups, summary, progress);
   write_package_file(prepared, groups, output, progress, summary);
 }
@@ -222,8 +222,9 @@ bool worth_writing_while_hashing(const RangeDigests& digests, uint64_t from_byte
   return worth_predicting(sizes, may_have_duplicates(sizes), from_bytes);
 }
 
-std::unique_ptr<AtomicOutput> output_before_hashing(const PackOptions& options,
+std::unique_ptr<AtomicOutput> output_before_hashing(const PackContext& context,
                                                     AtomicOutput::Kind kind) {
+  const auto& options = context.options;
   std::error_code ec;
   auto target = options.output;  // `-o out/` names `out`, as AtomicOutput reads it
   if (target.filename().empty()) target = target.parent_path();
@@ -292,7 +293,7 @@ PackageSpeculation write_package_while_hashing(PreparedPack& prepared, AtomicOut
   auto& tensors = prepared.tensors;
   predict_digests(tensors);
   PackageSpeculation speculation;
-  speculation.groups = group_tensors(tensors, DedupRule::dtype_shape_bytes);
+  speculation.groups = group_tensors(tensors, prepared.dedup);
   speculation.summary.output = summary.output;
   summarize_groups(tensors, speculation.groups, speculation.summary, progress);
   write_beside_hashing(
@@ -306,7 +307,7 @@ PackageSpeculation write_package_while_hashing(PreparedPack& prepared, AtomicOut
 
 bool confirm_package(const PreparedPack& prepared, PackageSpeculation& speculation,
                      Progress* progress, PackSummary& summary) {
-  auto groups = group_tensors(prepared.tensors, DedupRule::dtype_shape_bytes);
+  auto groups = group_tensors(prepared.tensors, prepared.dedup);
   if (!same_groups(groups, speculation.groups)) return false;
   if (speculation.write_error) std::rethrow_exception(speculation.write_error);
   summarize_groups(prepared.tensors, groups, summary, progress);
