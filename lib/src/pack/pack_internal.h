@@ -52,7 +52,7 @@ struct PreparedPack {
   std::unique_ptr<BaseRelease> base;    // --base, opened and checked before any input is hashed
   std::vector<StoredTensor> tensors;    // sorted by key
   flatbuffers::DetachedBuffer program;  // the final .ptg
-  DedupRule dedup = DedupRule::dtype_shape_bytes;  // PackContext::dedup
+  DedupRule dedup{};  // PackContext::dedup, set by pack_graphs
   [[nodiscard]] std::string_view program_bytes() const {
     return {reinterpret_cast<const char*>(program.data()), program.size()};
   }

@@ -45,6 +45,9 @@ detail::PreparedPack prepare(const std::filesystem::path& path, const std::vecto
   }
   auto file = InputFile::open(path);
   detail::PreparedPack prepared;
+  PackOptions options;
+  options.output = "out.ptn";
+  prepared.dedup = detail::PackContext(options, OutputKind::package).dedup;  // as pack_graphs
   uint64_t offset = 0;
   for (const auto& b : blobs) {
     StoredTensor t;
