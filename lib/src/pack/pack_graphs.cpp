@@ -159,9 +159,10 @@ class GraphWriter {
     if (!output_) return false;
     auto hash = [this] { this->hash(); };
     if (summary_.output_kind == OutputKind::package) {
-      auto speculation = write_package_while_hashing(prepared_, *output_, &progress_,
-                                                             summary_, hash);
-      confirmed_ = confirm_package(prepared_, speculation, &progress_, summary_);
+      auto speculation =
+          write_package_while_hashing(prepared_, *output_, &progress_, summary_, hash);
+      if (!speculation) return false;
+      confirmed_ = confirm_package(prepared_, *speculation, &progress_, summary_);
       return true;
     }
     auto speculation =

@@ -62,11 +62,10 @@ struct PreparedPack {
 // temporary path (the caller commits).
 void write_package(const PreparedPack& prepared, AtomicOutput* output, Progress* progress,
                    PackSummary& summary);
-// A package written on predicted dedup groups, and what the writer summarized.
-struct PackageSpeculation {
+// A package planned on predicted dedup groups: the groups, and what the writer summarized.
+struct PackagePlan {
   std::vector<StorageGroup> groups;
   PackSummary summary;
-  std::exception_ptr write_error;  // raised only if the prediction holds
 };
 
 // Whether an output of these tensors (a package or a directory) is worth
@@ -83,24 +82,6 @@ struct PackageSpeculation {
 [[nodiscard]] std::unique_ptr<AtomicOutput> output_before_hashing(const PackContext& context,
                                                                   AtomicOutput::Kind kind);
 
-// Predicts the package's dedup groups from samples of the bytes of every
-// tensor whose length another shares (writing each tensor's prediction into
-// its sha256), then writes the package on them into `output` on a thread of
-// its own while hash() runs on this one. hash() must give every tensor its
-// real digest. Throws hash()'s error (after the writer has stopped).
-[[nodiscard]] PackageSpeculation write_package_while_hashing(PreparedPack& prepared,
-                                                             AtomicOutput& output,
-                                                             Progress* progress,
-                                                             const PackSummary& summary,
-                                                             const std::function<void()>& hash);
-
-// True when the real digests give the predicted groups: the written package
-// is then byte for byte what write_package writes, and `summary` gets its
-// figures (or the writer's error is thrown). False leaves `summary` alone;
-// the package must be written again.
-[[nodiscard]] bool confirm_package(const PreparedPack& prepared, PackageSpeculation& speculation,
-                                   Progress* progress, PackSummary& summary);
-
 // Runs plan(), the output planned on predicted digests: false when it raised
 // any ptepack Error, internal ones included. A prediction that cannot be
 // confirmed never decides the outcome: the caller then runs the plain path on
@@ -113,6 +94,53 @@ struct PackageSpeculation {
 // at its next chunk, waits for it, and is rethrown.
 void write_beside_hashing(const std::function<void(const std::stop_token&)>& write,
                           const std::function<void()>& hash, std::exception_ptr& write_error);
+
+// An output written on a plan made on predicted digests, while the real ones were computed:
+// the plan (with what its writer wrote), and the writer's error, raised only if it holds.
+template <typename Plan>
+struct Speculation {
+  Plan plan;
+  std::exception_ptr write_error;
+};
+
+// The one speculation driver, for every kind of output (docs/performance.md): plan() on the
+// predicted digests, then write(plan, stop) on a thread of its own while hash() computes the
+// real digests on this one. Nullopt, before hash() is called, when plan() raised any ptepack
+// error (planned_on_prediction): the caller then hashes and plans as usual.
+template <typename Plan, typename PlanFn, typename WriteFn>
+[[nodiscard]] std::optional<Speculation<Plan>> speculate(PlanFn&& plan, WriteFn&& write,
+                                                         const std::function<void()>& hash) {
+  Speculation<Plan> s;
+  if (!planned_on_prediction([&] { s.plan = plan(); })) return std::nullopt;
+  write_beside_hashing([&](const std::stop_token& stop) { write(s.plan, stop); }, hash,
+                       s.write_error);
+  return s;
+}
+
+// After hashing: true when the plan on the real digests is the predicted one (`holds`); the
+// written output is then byte for byte the plain path's, or the writer's error is raised.
+// False: the output must be written again.
+template <typename Plan>
+[[nodiscard]] bool speculation_holds(const Speculation<Plan>& s, bool holds) {
+  if (!holds) return false;
+  if (s.write_error) std::rethrow_exception(s.write_error);
+  return true;
+}
+
+// Predicts the package's dedup groups from samples of the bytes of every
+// tensor whose length another shares (writing each tensor's prediction into
+// its sha256), then writes the package on them into `output` while hash() runs
+// (speculate). hash() must give every tensor its real digest.
+[[nodiscard]] std::optional<Speculation<PackagePlan>> write_package_while_hashing(
+    PreparedPack& prepared, AtomicOutput& output, Progress* progress, const PackSummary& summary,
+    const std::function<void()>& hash);
+
+// True when the real digests give the predicted groups (speculation_holds): the written
+// package is then byte for byte what write_package writes, and `summary` gets its figures.
+// False leaves `summary` alone; the package must be written again.
+[[nodiscard]] bool confirm_package(const PreparedPack& prepared,
+                                   const Speculation<PackagePlan>& speculation, Progress* progress,
+                                   PackSummary& summary);
 // Gives every tensor a predicted digest (its sha256 field): for one whose byte
 // length another tensor shares, the digest of three 4 KiB samples (start,
 // middle, end; all of it up to 12 KiB); for the others one of their own.
@@ -135,25 +163,24 @@ struct WrittenFiles {
   uint64_t program_size = 0;
   std::vector<Digest> shards;  // SHA-256 of each planned shard's file
 };
-// A directory written on predicted dedup groups, and what the writer summarized.
-struct DirectorySpeculation {
+// A directory planned on predicted dedup groups, and what its writer wrote.
+struct DirectoryGuess {
   DirectoryPlan plan;
   WrittenFiles files;
-  std::exception_ptr write_error;  // raised only if the prediction holds
 };
 // The directory form of write_package_while_hashing: predicts the groups
 // (predict_digests), plans and lays out the shards on them, and writes
-// program.ptg and the shards on a thread of its own while hash() runs on this
-// one. Nullopt, before hash() is called, when the predicted plan fails (the
-// caller hashes and plans as usual, so the error comes in its usual order).
-[[nodiscard]] std::optional<DirectorySpeculation> write_directory_while_hashing(
+// program.ptg and the shards while hash() runs (speculate). Nullopt, before
+// hash() is called, when the predicted plan fails.
+[[nodiscard]] std::optional<Speculation<DirectoryGuess>> write_directory_while_hashing(
     PreparedPack& prepared, const PackContext& context, AtomicOutput& output, Progress* progress,
     const std::function<void()>& hash);
-// True when the real digests give the predicted groups: the shards written are
-// then byte for byte what write_directory writes; they are named and the
-// manifest written, and `summary` gets its figures (or the writer's error is
-// thrown). False leaves `summary` alone; the directory must be written again.
-[[nodiscard]] bool confirm_directory(PreparedPack& prepared, DirectorySpeculation& speculation,
+// True when the real digests give the predicted groups (speculation_holds): the shards
+// written are then byte for byte what write_directory writes; they are named and the
+// manifest written, and `summary` gets its figures. False leaves `summary` alone; the
+// directory must be written again.
+[[nodiscard]] bool confirm_directory(PreparedPack& prepared,
+                                     const Speculation<DirectoryGuess>& speculation,
                                      const PackContext& context, AtomicOutput& output,
                                      Progress* progress, PackSummary& summary);
 

@@ -235,15 +235,20 @@ WrittenPrograms write_program_files(const PackContext& context, const PteInputs&
   return files;
 }
 
-// The output written on predicted digests while the real ones are computed
-// (the program-graph path's speculation, docs/format-pte.md): a directory of
-// programs, or a .pte output (its one program in `planned.programs`).
-struct PteSpeculation {
-  std::unique_ptr<PteMerge> merged;  // a .pte output's merge, on the predicted digests
+// A .pte output's or a directory of programs' plan on predicted digests, and what its
+// writer wrote: the merge (of a .pte output), the programs (a .pte output's one program in
+// `planned.programs`) and the new shards.
+struct PteGuess {
+  std::unique_ptr<PteMerge> merged;
   PlannedPrograms planned;
-  std::unique_ptr<AtomicOutput> output;
   WrittenPrograms files;
-  std::exception_ptr write_error;  // raised only if the prediction holds
+};
+
+// The output written on predicted digests while the real ones were computed (speculate,
+// docs/format-pte.md), made before hashing.
+struct PteSpeculation {
+  std::unique_ptr<AtomicOutput> output;
+  Speculation<PteGuess> guess;
 };
 
 // Worth it for 256 MiB (write_while_hashing_from) or more of .pte programs on
@@ -265,7 +270,7 @@ bool worth_writing_pte_while_hashing(const PackContext& context, const PteInputs
 
 // A .pte output's one program on predicted digests: merged first if asked for.
 void guess_program(const PackContext& context, const PteInputs& in, RangeDigests& predicted,
-                   PteSpeculation& guess) {
+                   PteGuess& guess) {
   if (in.merge) {
     guess.merged = merge_pte_sources(context, in, predicted);
     add_program_ranges(guess.merged->source, predicted);  // through the inputs', or predicted
@@ -275,42 +280,41 @@ void guess_program(const PackContext& context, const PteInputs& in, RangeDigests
   guess.planned.programs.push_back(inline_content(context, source, predicted).content);
 }
 
-// Plans the output on predicted digests (predict_digests) and writes it on a
-// thread of its own while `digests` are computed on this one. Nullopt, before
-// anything is hashed, when the output cannot be made yet (output_before_hashing)
-// or the predicted plan fails in any way (the plain path then runs).
+// Plans the output on predicted digests (predict_digests) and writes it while `digests`
+// are computed (speculate). Nullopt, before anything is hashed, when the output cannot be
+// made yet (output_before_hashing) or the predicted plan fails in any way (the plain path
+// then runs).
 std::optional<PteSpeculation> write_while_hashing(const PackContext& context, PteInputs& in,
                                                   RangeDigests& digests, Progress& progress) {
-  const auto& options = context.options;
-  PteSpeculation guess;
   const bool one_file = context.output == OutputKind::program;
-  guess.output = output_before_hashing(
+  auto output = output_before_hashing(
       context, one_file ? AtomicOutput::Kind::file : AtomicOutput::Kind::directory);
-  if (!guess.output) return std::nullopt;
+  if (!output) return std::nullopt;
   RangeDigests predicted = digests;
   predict_digests(predicted);
-  const bool planned = planned_on_prediction([&] {
-    PackSummary scratch;  // the summary takes the real plan's figures
-    if (one_file) {
-      guess_program(context, in, predicted, guess);
-    } else {
-      guess.planned = plan_pte_directory(context, in, predicted, progress, scratch);
-      rewrite_programs(context, in, guess.planned, scratch);
-    }
-  });
-  if (!planned) return std::nullopt;
-  if (one_file) progress.set_write_total(guess.planned.programs.front().size);
-  write_beside_hashing(
-      [&](const std::stop_token& stop) {
+  auto guess = speculate<PteGuess>(
+      [&] {
+        PteGuess planned;
+        PackSummary scratch;  // the summary takes the real plan's figures
         if (one_file) {
-          write_program_file(guess.planned.programs.front(), *guess.output, progress, stop);
+          guess_program(context, in, predicted, planned);
+          progress.set_write_total(planned.planned.programs.front().size);
         } else {
-          guess.files =
-              write_program_files(context, in, guess.planned, *guess.output, progress, stop);
+          planned.planned = plan_pte_directory(context, in, predicted, progress, scratch);
+          rewrite_programs(context, in, planned.planned, scratch);
+        }
+        return planned;
+      },
+      [&](PteGuess& planned, const std::stop_token& stop) {
+        if (one_file) {
+          write_program_file(planned.planned.programs.front(), *output, progress, stop);
+        } else {
+          planned.files = write_program_files(context, in, planned.planned, *output, progress, stop);
         }
       },
-      [&] { digests.compute(options.jobs, &progress); }, guess.write_error);
-  return guess;
+      [&] { digests.compute(context.options.jobs, &progress); });
+  if (!guess) return std::nullopt;
+  return PteSpeculation{std::move(output), std::move(*guess)};
 }
 
 // True when the prediction held: every program and new shard gets the bytes,
@@ -328,14 +332,13 @@ std::unique_ptr<AtomicOutput> written_while_hashing(std::optional<PteSpeculation
                                                     const PlannedPrograms& real, Progress& progress,
                                                     PackSummary& summary, WrittenPrograms& files) {
   if (!guess) return nullptr;
-  if (!same_files(guess->planned, real)) {
+  if (!speculation_holds(guess->guess, same_files(guess->guess.plan.planned, real))) {
     progress.restart_writes();  // the prediction failed: a fresh output
     guess.reset();
     return nullptr;
   }
-  if (guess->write_error) std::rethrow_exception(guess->write_error);
   summary.written_while_hashing = true;
-  files = std::move(guess->files);
+  files = std::move(guess->guess.plan.files);
   return std::move(guess->output);
 }
 

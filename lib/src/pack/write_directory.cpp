@@ -333,36 +333,31 @@ void write_directory(PreparedPack& prepared, const PackContext& context, AtomicO
       });
 }
 
-std::optional<DirectorySpeculation> write_directory_while_hashing(
+std::optional<Speculation<DirectoryGuess>> write_directory_while_hashing(
     PreparedPack& prepared, const PackContext& context, AtomicOutput& output, Progress* progress,
     const std::function<void()>& hash) {
   predict_digests(prepared.tensors);
-  DirectorySpeculation speculation;
-  try {
-    PackSummary predicted;  // the summary takes the real groups' figures (confirm_directory)
-    speculation.plan = plan_graph_directory(prepared, context, progress, predicted);
-  } catch (const Error& e) {
-    if (e.code() == ErrorCode::internal) throw;  // a bug, on any groups
-    return std::nullopt;  // the real plan decides, once the inputs are hashed
-  }
-  write_beside_hashing(
-      [&](const std::stop_token& stop) {
-        speculation.files =
-            write_files(prepared, speculation.plan, context, output, progress, true, stop);
+  return speculate<DirectoryGuess>(
+      [&] {
+        PackSummary predicted;  // the summary takes the real groups' figures (confirm_directory)
+        return DirectoryGuess{plan_graph_directory(prepared, context, progress, predicted), {}};
       },
-      hash, speculation.write_error);
-  return speculation;
+      [&](DirectoryGuess& guess, const std::stop_token& stop) {
+        guess.files = write_files(prepared, guess.plan, context, output, progress, true, stop);
+      },
+      hash);
 }
 
-bool confirm_directory(PreparedPack& prepared, DirectorySpeculation& speculation,
+bool confirm_directory(PreparedPack& prepared, const Speculation<DirectoryGuess>& speculation,
                        const PackContext& context, AtomicOutput& output, Progress* progress,
                        PackSummary& summary) {
   auto groups = group_tensors(prepared.tensors, prepared.dedup);
-  if (!same_groups(groups, speculation.plan.groups)) return false;
-  if (speculation.write_error) std::rethrow_exception(speculation.write_error);
+  if (!speculation_holds(speculation, same_groups(groups, speculation.plan.plan.groups)))
+    return false;
   prepared.program = {};
   summarize_groups(prepared.tensors, groups, summary, progress);
-  finish_directory(prepared, speculation.plan, speculation.files, context, output, summary);
+  finish_directory(prepared, speculation.plan.plan, speculation.plan.files, context, output,
+                   summary);
   summary.written_while_hashing = true;
   return true;
 }

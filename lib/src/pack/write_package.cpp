@@ -287,31 +287,30 @@ bool same_groups(const std::vector<StorageGroup>& a, const std::vector<StorageGr
   return true;
 }
 
-PackageSpeculation write_package_while_hashing(PreparedPack& prepared, AtomicOutput& output,
-                                               Progress* progress, const PackSummary& summary,
-                                               const std::function<void()>& hash) {
-  auto& tensors = prepared.tensors;
-  predict_digests(tensors);
-  PackageSpeculation speculation;
-  speculation.groups = group_tensors(tensors, prepared.dedup);
-  speculation.summary.output = summary.output;
-  summarize_groups(tensors, speculation.groups, speculation.summary, progress);
-  write_beside_hashing(
-      [&](const std::stop_token& stop) {
-        write_package_file(prepared, speculation.groups, &output, progress, speculation.summary,
-                           stop);
+std::optional<Speculation<PackagePlan>> write_package_while_hashing(
+    PreparedPack& prepared, AtomicOutput& output, Progress* progress, const PackSummary& summary,
+    const std::function<void()>& hash) {
+  predict_digests(prepared.tensors);
+  return speculate<PackagePlan>(
+      [&] {
+        PackagePlan plan;
+        plan.groups = group_tensors(prepared.tensors, prepared.dedup);
+        plan.summary.output = summary.output;
+        summarize_groups(prepared.tensors, plan.groups, plan.summary, progress);
+        return plan;
       },
-      hash, speculation.write_error);
-  return speculation;
+      [&](PackagePlan& plan, const std::stop_token& stop) {
+        write_package_file(prepared, plan.groups, &output, progress, plan.summary, stop);
+      },
+      hash);
 }
 
-bool confirm_package(const PreparedPack& prepared, PackageSpeculation& speculation,
+bool confirm_package(const PreparedPack& prepared, const Speculation<PackagePlan>& speculation,
                      Progress* progress, PackSummary& summary) {
   auto groups = group_tensors(prepared.tensors, prepared.dedup);
-  if (!same_groups(groups, speculation.groups)) return false;
-  if (speculation.write_error) std::rethrow_exception(speculation.write_error);
+  if (!speculation_holds(speculation, same_groups(groups, speculation.plan.groups))) return false;
   summarize_groups(prepared.tensors, groups, summary, progress);
-  summary.output_bytes = speculation.summary.output_bytes;
+  summary.output_bytes = speculation.plan.summary.output_bytes;
   summary.written_while_hashing = true;
   return true;
 }
