@@ -209,16 +209,15 @@ struct PackStart {
 [[nodiscard]] PackStart start_pack(const PackContext& context, int version,
                                    std::vector<std::filesystem::path>& read_paths,
                                    const std::vector<Artifact>& inputs);
-// manifest.json with the stamp and the plan's tensors (describe_tensors,
+// manifest.json (in the output's temporary directory) with the stamp and the plan's tensors (describe_tensors,
 // streamed: manifest.tensors is not read), refused above
 // Limits::max_manifest_bytes; with --sign, then DIR/model.sig over every file
 // of the release; else a repack of one signed directory carries its model.sig when
 // the manifest written is byte for byte the signed one, and notes that it does not
 // otherwise (`notes`). Returns the bytes written.
-uint64_t write_manifest(const PackContext& context, const std::filesystem::path& dir,
-                        const std::string& display, Manifest& manifest, const ReleaseStamp& stamp,
-                        const DirectoryPlan& plan, const std::vector<StoredTensor>& tensors,
-                        std::vector<std::string>& notes);
+uint64_t write_manifest(const PackContext& context, AtomicOutput& output, Manifest& manifest,
+                        const ReleaseStamp& stamp, const DirectoryPlan& plan,
+                        const std::vector<StoredTensor>& tensors, std::vector<std::string>& notes);
 // The output's one directory plan (plan_directory; with --base, on its reuse
 // plan), with the output named in its placement errors.
 [[nodiscard]] DirectoryPlan plan_for_output(const std::vector<StoredTensor>& tensors,

@@ -375,7 +375,6 @@ void write_programs_directory(const PackContext& context, PteInputs& in,
     output = std::make_unique<AtomicOutput>(context.options.output, AtomicOutput::Kind::directory);
     files = write_program_files(context, in, planned, *output, progress);
   }
-  const auto& dir = output->temp_path();
   Manifest manifest;
   manifest.version = kManifestProgramsVersion;
   for (size_t p = 0; p < in.sources.size(); ++p) {
@@ -389,7 +388,7 @@ void write_programs_directory(const PackContext& context, PteInputs& in,
   finish_shards(planned.plan, files.shards, context, *output, manifest);
   summarize_shards(planned.plan, &manifest, summary);
   summary.output_bytes +=
-      write_manifest(context, dir, output->display_name("manifest.json"), manifest, in.stamp,
+      write_manifest(context, *output, manifest, in.stamp,
                      planned.plan, planned.set.tensors, summary.notes);
   if (in.base) in.base->summarize(planned.set.tensors, planned.plan, &manifest, summary);
   in.directories.finish_bytes();  // hashing may still show progress until here

@@ -149,10 +149,12 @@ uint64_t carry_signature(const PackContext& context, const fs::path& dir,
   return bytes.size();
 }
 
-uint64_t write_manifest(const PackContext& context, const fs::path& dir, const std::string& display,
-                        Manifest& manifest, const ReleaseStamp& stamp, const DirectoryPlan& plan,
+uint64_t write_manifest(const PackContext& context, AtomicOutput& output, Manifest& manifest,
+                        const ReleaseStamp& stamp, const DirectoryPlan& plan,
                         const std::vector<StoredTensor>& tensors, std::vector<std::string>& notes) {
   const auto& options = context.options;
+  const auto& dir = output.temp_path();
+  const auto display = output.display_name("manifest.json");
   manifest.release = stamp.release;
   manifest.base_manifest_sha256 = stamp.base_manifest_sha256;
   // Streamed: written and hashed piece by piece, never one string.
@@ -246,74 +248,86 @@ namespace {
 // The directory's plan on the tensors' digests (with --base, its kept shards
 // first); fills the summary's dedup figures and the base's notes.
 DirectoryPlan plan_graph_directory(const PreparedPack& prepared, const PackContext& context,
-                                   Progress* progress, PackSummary& summary,
-                                   BaseRelease* base = nullptr) {
+                                   Progress* progress, PackSummary& summary) {
   const auto& tensors = prepared.tensors;
+  BaseRelease* base = prepared.base.get();
   auto groups = group_tensors(tensors, prepared.dedup);
   summarize_groups(tensors, groups, summary, progress);
   if (base != nullptr) base->plan(tensors, context.options, summary);
   return plan_for_output(tensors, groups, {}, context, base);
 }
 
-// program.ptg and the new shards under temporary names. The program is freed
-// once written, unless it may be needed again (a prediction not yet confirmed).
-WrittenFiles write_files(PreparedPack& prepared, const DirectoryPlan& plan,
-                         const PackContext& context, AtomicOutput& output, Progress* progress,
-                         bool keep_program, const std::stop_token& stop = {}) {
-  WrittenFiles files;
-  files.program = write_small_file(output.temp_path() / "program.ptg",
-                                   output.display_name("program.ptg"), prepared.program_bytes());
-  files.program_size = prepared.program_bytes().size();
-  if (!keep_program) prepared.program = {};  // its memory is free for the manifest
-  files.shards = write_shard_files(plan, context, output, progress, stop);
-  return files;
-}
+// A program graph's directory written into `output`: what its stages share. --base's kept
+// shards come from prepared.base (a directory written while hashing has no base).
+class GraphDirectoryWriter {
+ public:
+  GraphDirectoryWriter(PreparedPack& prepared, const PackContext& context, AtomicOutput& output,
+                       Progress* progress)
+      : prepared_(prepared), context_(context), output_(output), progress_(progress) {}
 
-// The kept shards copied, the new ones named by their digests, then the index
-// and, last, the manifest (its presence marks a complete directory); the
-// summary's shards and byte counts derived from the plan and that manifest.
-void finish_directory(const PreparedPack& prepared, const DirectoryPlan& plan,
-                      const WrittenFiles& files, const PackContext& context, AtomicOutput& output,
-                      PackSummary& summary, const BaseRelease* base = nullptr,
-                      Progress* progress = nullptr) {
-  const auto& tensors = prepared.tensors;
-  const auto& dir = output.temp_path();
-  auto display = [&](const std::string& name) { return output.display_name(name); };
-  Manifest manifest;
-  manifest.program = {"program.ptg", to_hex(files.program), files.program_size};
-  if (base != nullptr) base->copy_kept(dir, output, progress);
-  finish_shards(plan, files.shards, context, output, manifest);
-  manifest.state.assign(prepared.merged.state.begin(), prepared.merged.state.end());
-  summary.output_bytes = files.program_size;
-  summarize_shards(plan, &manifest, summary);
-  if (context.options.sharding.format == ShardFormat::safetensors) {
-    auto index = safetensors::index_json(manifest.total_size, weight_map_of(manifest));
-    check_readable_size(display("model.safetensors.index.json"), index.size(),
-                        Limits::max_header_bytes);
-    write_small_file(dir / "model.safetensors.index.json", display("model.safetensors.index.json"),
-                     index);
-    summary.output_bytes += index.size();
+  // program.ptg and the new shards under temporary names. The program is freed once
+  // written, unless it may be needed again (a prediction not yet confirmed).
+  WrittenFiles write_files(const DirectoryPlan& plan, bool keep_program,
+                           const std::stop_token& stop = {}) {
+    WrittenFiles files;
+    files.program = write_small_file(output_.temp_path() / "program.ptg",
+                                     output_.display_name("program.ptg"), prepared_.program_bytes());
+    files.program_size = prepared_.program_bytes().size();
+    if (!keep_program) prepared_.program = {};  // its memory is free for the manifest
+    files.shards = write_shard_files(plan, context_, output_, progress_, stop);
+    return files;
   }
-  summary.output_bytes += write_manifest(context, dir, display("manifest.json"), manifest,
-                                         prepared.stamp, plan, tensors, summary.notes);
-  if (base != nullptr) base->summarize(tensors, plan, &manifest, summary);
-}
+
+  // The kept shards copied, the new ones named by their digests, then the index and, last,
+  // the manifest (its presence marks a complete directory); the summary's shards and byte
+  // counts derived from the plan and that manifest.
+  void finish(const DirectoryPlan& plan, const WrittenFiles& files, PackSummary& summary) {
+    const auto& tensors = prepared_.tensors;
+    const BaseRelease* base = prepared_.base.get();
+    const auto& dir = output_.temp_path();
+    auto display = [&](const std::string& name) { return output_.display_name(name); };
+    Manifest manifest;
+    manifest.program = {"program.ptg", to_hex(files.program), files.program_size};
+    if (base != nullptr) base->copy_kept(dir, output_, progress_);
+    finish_shards(plan, files.shards, context_, output_, manifest);
+    manifest.state.assign(prepared_.merged.state.begin(), prepared_.merged.state.end());
+    summary.output_bytes = files.program_size;
+    summarize_shards(plan, &manifest, summary);
+    if (context_.options.sharding.format == ShardFormat::safetensors) {
+      auto index = safetensors::index_json(manifest.total_size, weight_map_of(manifest));
+      check_readable_size(display("model.safetensors.index.json"), index.size(),
+                          Limits::max_header_bytes);
+      write_small_file(dir / "model.safetensors.index.json",
+                       display("model.safetensors.index.json"), index);
+      summary.output_bytes += index.size();
+    }
+    summary.output_bytes += write_manifest(context_, output_, manifest, prepared_.stamp, plan,
+                                           tensors, summary.notes);
+    if (base != nullptr) base->summarize(tensors, plan, &manifest, summary);
+  }
+
+ private:
+  PreparedPack& prepared_;
+  const PackContext& context_;
+  AtomicOutput& output_;
+  Progress* progress_;
+};
 
 }  // namespace
 
 void write_directory(PreparedPack& prepared, const PackContext& context, AtomicOutput* output,
                      Progress* progress, PackSummary& summary) {
-  BaseRelease* kept = prepared.base.get();
-  auto plan = plan_graph_directory(prepared, context, progress, summary, kept);
+  const BaseRelease* kept = prepared.base.get();
+  auto plan = plan_graph_directory(prepared, context, progress, summary);
   if (output == nullptr) {
     summary.output_bytes = prepared.program_bytes().size();
     summarize_shards(plan, nullptr, summary);
     if (kept != nullptr) kept->summarize(prepared.tensors, plan, nullptr, summary);
     return;
   }
+  GraphDirectoryWriter writer(prepared, context, *output, progress);
   if (effective_jobs(context.options.jobs) <= 1) {
-    auto files = write_files(prepared, plan, context, *output, progress, false);
-    finish_directory(prepared, plan, files, context, *output, summary, kept, progress);
+    writer.finish(plan, writer.write_files(plan, false), summary);
     return;
   }
   // program.ptg is written on a thread of its own, beside the shards and the
@@ -329,7 +343,7 @@ void write_directory(PreparedPack& prepared, const PackContext& context, AtomicO
       },
       [&] {
         files.shards = write_shard_files(plan, context, *output, progress);
-        finish_directory(prepared, plan, files, context, *output, summary, kept, progress);
+        writer.finish(plan, files, summary);
       });
 }
 
@@ -343,7 +357,8 @@ std::optional<Speculation<DirectoryGuess>> write_directory_while_hashing(
         return DirectoryGuess{plan_graph_directory(prepared, context, progress, predicted), {}};
       },
       [&](DirectoryGuess& guess, const std::stop_token& stop) {
-        guess.files = write_files(prepared, guess.plan, context, output, progress, true, stop);
+        guess.files = GraphDirectoryWriter(prepared, context, output, progress)
+                          .write_files(guess.plan, true, stop);
       },
       hash);
 }
@@ -356,8 +371,8 @@ bool confirm_directory(PreparedPack& prepared, const Speculation<DirectoryGuess>
     return false;
   prepared.program = {};
   summarize_groups(prepared.tensors, groups, summary, progress);
-  finish_directory(prepared, speculation.plan.plan, speculation.plan.files, context, output,
-                   summary);
+  GraphDirectoryWriter(prepared, context, output, progress)
+      .finish(speculation.plan.plan, speculation.plan.files, summary);
   summary.written_while_hashing = true;
   return true;
 }
