@@ -6,76 +6,10 @@
 #include "json/json_document.h"
 #include "ptepack/base/error.h"
 #include "json/json_util.h"
+#include "containers/manifest_reader.h"
+#include "containers/shard_fields.h"
 
 namespace ptepack {
-namespace {
-
-// Where a field is, named only when a message needs it: formatting "tensors[KEY]"
-// for each of a large manifest's keys would cost more than reading them.
-struct Where {
-  Where(const char* text) : base(text) {}         // NOLINT(google-explicit-constructor)
-  Where(const std::string& text) : base(text) {}  // NOLINT(google-explicit-constructor)
-  Where(std::string_view list, const std::string& entry_key) : base(list), key(&entry_key) {}
-  [[nodiscard]] std::string text() const {
-    return key == nullptr ? std::string(base) : fmt::format("{}[{}]", base, quote(*key));
-  }
-  [[nodiscard]] std::string operator+(std::string_view suffix) const {
-    return text() + std::string(suffix);
-  }
-  std::string_view base;
-  const std::string* key = nullptr;
-};
-
-class Reader {
- public:
-  explicit Reader(const std::string& context) : context_(context) {}
-
-  [[noreturn]] void bad(const Where& where, std::string_view what) const {
-    fail_input("{}: manifest field {}: {}", context_, where.text(), what);
-  }
-
-  const JsonValue& field(const JsonValue& obj, const char* name, const Where& where) {
-    if (!obj.is_object()) bad(where, "expected an object");
-    const auto* found = obj.find(name);
-    if (found == nullptr) bad(fmt::format("{}.{}", where.text(), name), "missing");
-    return *found;
-  }
-
-  std::string string(const JsonValue& obj, const char* name, const Where& where) {
-    const auto& v = field(obj, name, where);
-    if (!v.is_string()) bad(fmt::format("{}.{}", where.text(), name), "expected a string");
-    return std::string(v.text());
-  }
-
-  uint64_t number(const JsonValue& obj, const char* name, const Where& where) {
-    const auto& v = field(obj, name, where);
-    if (!v.is_number_unsigned())
-      bad(fmt::format("{}.{}", where.text(), name), "expected an unsigned integer");
-    return v.unsigned_value();
-  }
-
-  std::string file_name(const JsonValue& obj, const char* name, const Where& where) {
-    auto value = string(obj, name, where);
-    if (!is_plain_file_name(value)) {
-      bad(fmt::format("{}.{}", where.text(), name),
-          fmt::format("{} is not a plain file name", quote(value)));
-    }
-    return value;
-  }
-
-  std::string digest(const JsonValue& obj, const char* name, const Where& where) {
-    auto value = string(obj, name, where);
-    bool hex =
-        value.size() == 64 && value.find_first_not_of("0123456789abcdef") == std::string::npos;
-    if (!hex) bad(fmt::format("{}.{}", where.text(), name), "expected 64 lowercase hex digits");
-    return value;
-  }
-
- private:
-  const std::string& context_;
-};
-
-}  // namespace
 
 bool is_plain_file_name(std::string_view name) {
   return !name.empty() && name.size() <= 255 && name.front() != '.' &&
@@ -116,7 +50,7 @@ std::string_view cap_mode_name(CapMode mode) { return mode == CapMode::file ? "f
 
 namespace {
 
-std::vector<std::string> string_list(Reader& r, const JsonValue& obj, const char* name,
+std::vector<std::string> string_list(ManifestReader& r, const JsonValue& obj, const char* name,
                                      const Where& where) {
   const auto& list = r.field(obj, name, where);
   if (!list.is_array()) r.bad(where + (std::string(".") + name), "expected an array");
@@ -130,7 +64,7 @@ std::vector<std::string> string_list(Reader& r, const JsonValue& obj, const char
 }
 
 // Version 1's one program, or version 2's list of programs.
-void parse_programs(Reader& r, const JsonValue& j, Manifest& m) {
+void parse_programs(ManifestReader& r, const JsonValue& j, Manifest& m) {
   if (m.version == kManifestVersion) {
     const auto& program = r.field(j, "program", "");
     m.program.file = r.file_name(program, "file", "program");
@@ -158,8 +92,8 @@ void parse_programs(Reader& r, const JsonValue& j, Manifest& m) {
   }
 }
 
-// The release fields, and the shard options the directory was packed with.
-void parse_release_and_options(Reader& r, const JsonValue& j, Manifest& m) {
+// The release fields, and the shard options the directory was packed with (shard_fields()).
+void parse_release_and_options(ManifestReader& r, const JsonValue& j, Manifest& m) {
   if (j.find("release") != nullptr) {
     m.release = r.number(j, "release", "");
     if (*m.release < 1 || *m.release > kMaxRelease) r.bad("release", "expected 1 to 2^53-1");
@@ -167,42 +101,10 @@ void parse_release_and_options(Reader& r, const JsonValue& j, Manifest& m) {
   if (j.find("base_manifest_sha256") != nullptr) {
     m.base_manifest_sha256 = r.digest(j, "base_manifest_sha256", "");
   }
-  const auto format = r.string(j, "shard_format", "");
-  if (format != "ptd" && format != "safetensors")
-    r.bad("shard_format", "expected \"ptd\" or \"safetensors\"");
-  m.shard_format = format == "ptd" ? ShardFormat::ptd : ShardFormat::safetensors;
-  const auto& cap = r.field(j, "max_shard_bytes", "");
-  if (!cap.is_null()) m.max_shard_bytes = r.number(j, "max_shard_bytes", "");
-  const auto cap_mode = r.string(j, "cap_mode", "");
-  if (cap_mode != "file" && cap_mode != "payload")
-    r.bad("cap_mode", "expected \"file\" or \"payload\"");
-  m.cap_mode = cap_mode == "file" ? CapMode::file : CapMode::payload;
-  if (j.find("oversize") != nullptr) {
-    if (r.string(j, "oversize", "") != "own-shard") r.bad("oversize", "expected \"own-shard\"");
-    m.oversize_own_shard = true;
-  }
-  if (j.find("alignment") != nullptr) {
-    m.alignment = r.number(j, "alignment", "");
-    if (m.shard_format != ShardFormat::ptd) r.bad("alignment", "only with .ptd shards");
-    if (auto problem = alignment_problem(*m.alignment); !problem.empty()) r.bad("alignment", problem);
-  }
-  if (j.find("max_shard_tensors") != nullptr) {
-    m.max_shard_tensors = r.number(j, "max_shard_tensors", "");
-    if (*m.max_shard_tensors == 0) r.bad("max_shard_tensors", "expected at least 1");
-  }
-  if (j.find("placement") != nullptr) {
-    if (r.string(j, "placement", "") != "single" || m.version != kManifestProgramsVersion)
-      r.bad("placement", "expected \"single\", in version 2");
-    m.placement_single = true;
-  }
-  if (j.find("shard_prefix") != nullptr) {
-    m.shard_prefix = r.string(j, "shard_prefix", "");
-    if (auto problem = shard_prefix_problem(*m.shard_prefix); !problem.empty())
-      r.bad("shard_prefix", problem);
-  }
+  for (const auto& option : shard_fields()) option.read(r, j, m);
 }
 
-void parse_shards(Reader& r, const JsonValue& j, Manifest& m) {
+void parse_shards(ManifestReader& r, const JsonValue& j, Manifest& m) {
   const auto& shards = r.field(j, "shards", "");
   if (!shards.is_array()) r.bad("shards", "expected an array");
   for (size_t i = 0; i < shards.array().size(); ++i) {
@@ -231,7 +133,7 @@ void parse_shards(Reader& r, const JsonValue& j, Manifest& m) {
 }
 
 // One entry of "tensors"; dim_order and opaque are read in version 2 only.
-ManifestTensor parse_tensor(Reader& r, const JsonValue& t, const Where& where, int version) {
+ManifestTensor parse_tensor(ManifestReader& r, const JsonValue& t, const Where& where, int version) {
   ManifestTensor mt;
   mt.shard = r.file_name(t, "shard", where);
   mt.sha256 = *digest_from_hex(r.digest(t, "sha256", where));  // checked hex
@@ -270,7 +172,7 @@ ManifestTensor parse_tensor(Reader& r, const JsonValue& t, const Where& where, i
   return mt;
 }
 
-void parse_tensors(Reader& r, const JsonValue& j, Manifest& m) {
+void parse_tensors(ManifestReader& r, const JsonValue& j, Manifest& m) {
   const auto& tensors = r.field(j, "tensors", "");
   if (!tensors.is_object()) r.bad("tensors", "expected an object");
   if (tensors.object().size() > Limits::max_keys) r.bad("tensors", "too many keys");
@@ -283,7 +185,7 @@ void parse_tensors(Reader& r, const JsonValue& j, Manifest& m) {
 }
 
 // Derived data: the weight map must be what the shards' key lists give, entry for entry.
-void check_weight_map(Reader& r, const JsonValue& j, const Manifest& m) {
+void check_weight_map(ManifestReader& r, const JsonValue& j, const Manifest& m) {
   const auto& weight_map = r.field(j, "weight_map", "");
   if (!weight_map.is_object()) r.bad("weight_map", "expected an object");
   const auto expected = weight_map_of(m);
@@ -320,7 +222,7 @@ void check_weight_map(Reader& r, const JsonValue& j, const Manifest& m) {
 Manifest parse_manifest(std::string_view text, const std::string& context) {
   const JsonDocument doc(text, context);
   const JsonValue& j = doc.root();
-  Reader r(context);
+  ManifestReader r(context);
   Manifest m;
   if (r.string(j, "format", "") != kManifestFormat)
     r.bad("format", "expected \"ptepack.manifest\"");

@@ -3,8 +3,14 @@
 // needs no DOM.
 #include "ptepack/containers/manifest.h"
 
+#include <algorithm>
+#include <functional>
+#include <utility>
+#include <vector>
+
 #include "json/json_util.h"
 #include "json/json_writer.h"
+#include "containers/shard_fields.h"
 
 namespace ptepack {
 namespace {
@@ -104,36 +110,43 @@ void write_tensors(JsonWriter& w, const Manifest& m, const Sink* sink,
   w.end_object();
 }
 
-// Every field in schema order; with a sink, the text handed over piece by piece.
+// Every field in key order (the schema's), the shard options' (shard_fields()) among the
+// others; with a sink, the text handed over piece by piece.
 void render(JsonWriter& w, const Manifest& m, const Sink* sink,
             const ManifestTensorSource* tensors = nullptr) {
+  std::vector<std::pair<std::string_view, std::function<void()>>> fields{
+      {"base_manifest_sha256",
+       [&] {
+         if (m.base_manifest_sha256) w.field("base_manifest_sha256", *m.base_manifest_sha256);
+       }},
+      {"format", [&] { w.field("format", kManifestFormat); }},
+      {"metadata",
+       [&] {
+         w.key("metadata");
+         w.begin_object();
+         w.field("total_size", m.total_size);
+         w.end_object();
+       }},
+      {"programs", [&] { write_programs(w, m); }},
+      {"release",
+       [&] {
+         if (m.release) w.field("release", *m.release);
+       }},
+      {"shards", [&] { write_shards(w, m, sink); }},
+      {"state",
+       [&] {
+         w.key("state");
+         w.strings(m.state);
+       }},
+      {"tensors", [&] { write_tensors(w, m, sink, tensors); }},
+      {"version", [&] { w.field("version", m.version); }},
+  };
+  for (const auto& option : shard_fields())
+    fields.emplace_back(option.field, [&w, &m, &option] { option.write(w, m); });
+  std::sort(fields.begin(), fields.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   w.begin_object();
-  if (m.alignment) w.field("alignment", *m.alignment);
-  if (m.base_manifest_sha256) w.field("base_manifest_sha256", *m.base_manifest_sha256);
-  w.field("cap_mode", cap_mode_name(m.cap_mode));
-  w.field("format", kManifestFormat);
-  w.key("max_shard_bytes");
-  if (m.max_shard_bytes) {
-    w.value(*m.max_shard_bytes);
-  } else {
-    w.null();
-  }
-  if (m.max_shard_tensors) w.field("max_shard_tensors", *m.max_shard_tensors);
-  w.key("metadata");
-  w.begin_object();
-  w.field("total_size", m.total_size);
-  w.end_object();
-  if (m.oversize_own_shard) w.field("oversize", "own-shard");
-  if (m.placement_single) w.field("placement", "single");
-  write_programs(w, m);
-  if (m.release) w.field("release", *m.release);
-  w.field("shard_format", shard_format_name(m.shard_format));
-  if (m.shard_prefix) w.field("shard_prefix", *m.shard_prefix);
-  write_shards(w, m, sink);
-  w.key("state");
-  w.strings(m.state);
-  write_tensors(w, m, sink, tensors);
-  w.field("version", m.version);
+  for (const auto& [name, write] : fields) write();
   w.key("weight_map");
   w.begin_object();
   for (const auto& [key, file] : weight_map_of(m)) {

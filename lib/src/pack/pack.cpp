@@ -13,6 +13,7 @@
 
 #include <fmt/ranges.h>
 
+#include "containers/shard_fields.h"
 #include "pack/pack_internal.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
@@ -361,23 +362,47 @@ Taken take_max_tensors(const Manifest& m, PackOptions& o) {
   return fmt::format("--max-shard-tensors {}", *m.max_shard_tensors);
 }
 
-constexpr std::array<ShardOption, 8> kShardOptions{{
-    {"--max-shard-bytes", {}, &GivenShardOptions::max_shard_bytes, take_cap},
-    {"--cap-mode", {"file", "payload"}, &GivenShardOptions::cap_mode, take_cap_mode},
-    {"--shard-format", {"ptd", "safetensors"}, &GivenShardOptions::format, take_format},
-    {"--oversize", {"error", "own-shard"}, &GivenShardOptions::oversize, take_oversize},
-    {"--alignment", {}, &GivenShardOptions::alignment, take_alignment},
-    {"--shard-prefix", {}, &GivenShardOptions::prefix, take_prefix},
-    {"--placement", {"sets", "single"}, &GivenShardOptions::placement, take_placement},
-    {"--max-shard-tensors", {}, &GivenShardOptions::max_shard_tensors, take_max_tensors},
+// Pack's part of each shard option, in the order a note names them; the flag and the words
+// it takes come from the manifest's row of the option (shard_fields(), by its field).
+struct PackShardOption {
+  std::string_view field;
+  bool GivenShardOptions::*given;
+  Taken (*take)(const Manifest& m, PackOptions& o);
+};
+
+constexpr std::array<PackShardOption, 8> kPackShardOptions{{
+    {"max_shard_bytes", &GivenShardOptions::max_shard_bytes, take_cap},
+    {"cap_mode", &GivenShardOptions::cap_mode, take_cap_mode},
+    {"shard_format", &GivenShardOptions::format, take_format},
+    {"oversize", &GivenShardOptions::oversize, take_oversize},
+    {"alignment", &GivenShardOptions::alignment, take_alignment},
+    {"shard_prefix", &GivenShardOptions::prefix, take_prefix},
+    {"placement", &GivenShardOptions::placement, take_placement},
+    {"max_shard_tensors", &GivenShardOptions::max_shard_tensors, take_max_tensors},
 }};
+
+std::vector<ShardOption> joined_shard_options() {
+  std::vector<ShardOption> rows;
+  for (const auto& own : kPackShardOptions) {
+    const auto fields = shard_fields();
+    const auto field = std::find_if(fields.begin(), fields.end(),
+                                    [&](const ShardField& f) { return f.field == own.field; });
+    if (field == fields.end()) fail(ErrorCode::internal, "shard option {}: no manifest field", own.field);
+    rows.push_back({field->flag, field->words, own.given, own.take});
+  }
+  return rows;
+}
 
 }  // namespace
 
-std::span<const ShardOption> shard_options() { return kShardOptions; }
+std::span<const ShardOption> shard_options() {
+  static const std::vector<ShardOption> rows = joined_shard_options();
+  return rows;
+}
 
 bool GivenShardOptions::any() const {
-  return std::any_of(kShardOptions.begin(), kShardOptions.end(),
+  const auto options = shard_options();
+  return std::any_of(options.begin(), options.end(),
                      [this](const ShardOption& option) { return this->*option.given; });
 }
 
