@@ -545,9 +545,9 @@ def a_base_that_lies_is_refused(ctx):
         ctx.error_names(result, words, f"--base {base!r}")
 
 
-@suite.test
-def stale_keys_are_not_part_of_the_release(ctx):
-    """A kept shard's stale keys are bytes of an earlier release: no command reads them."""
+def release_with_stale_keys(ctx):
+    """A capped release of the stress MLP with three constants changed, on the release
+    before it: a kept shard carries the old constants as stale keys. Its directory."""
     d = ctx.mkdir()
     r2 = os.path.join(d, "r2")
     os.makedirs(r2)
@@ -556,6 +556,13 @@ def stale_keys_are_not_part_of_the_release(ctx):
     old, new = os.path.join(d, "old"), os.path.join(d, "new")
     ctx.run_ok("pack", source, "-o", old, "--max-shard-bytes", CAP, "-q")
     ctx.run_ok("pack", changed_program, "-o", new, "--max-shard-bytes", CAP, "--base", old, "-q")
+    return new
+
+
+@suite.test
+def stale_keys_are_not_part_of_the_release(ctx):
+    """A kept shard's stale keys are bytes of an earlier release: no command reads them."""
+    new = release_with_stale_keys(ctx)
     manifest = load_json(os.path.join(new, "manifest.json"))
     stale = {k for s in manifest["shards"] for k in s.get("stale", [])}
     ctx.check(bool(stale), "the release carries stale keys")
@@ -566,14 +573,7 @@ def stale_keys_are_not_part_of_the_release(ctx):
 
 @suite.test
 def verify_checks_stale_lists(ctx):
-    d = ctx.mkdir()
-    r2 = os.path.join(d, "r2")
-    os.makedirs(r2)
-    source = os.path.join(ctx.data, "pte", STRESS + ".pte")
-    changed_program = variant(ctx, r2, "xnnpack_stress_mlp.pte", {0: 5, 7: 9, 13: 3})
-    old, new = os.path.join(d, "old"), os.path.join(d, "new")
-    ctx.run_ok("pack", source, "-o", old, "--max-shard-bytes", CAP, "-q")
-    ctx.run_ok("pack", changed_program, "-o", new, "--max-shard-bytes", CAP, "--base", old, "-q")
+    new = release_with_stale_keys(ctx)
     path = os.path.join(new, "manifest.json")
     original = load_json(path)
     shard = next(s for s in original["shards"] if s.get("stale"))

@@ -108,24 +108,34 @@ def expect_outcome(ctx, runs, problem, line, name):
         ctx.equal(doc.json()["error"]["problem"], problem, f"{name}: {what}: its problem")
 
 
+def every_command(ctx, damaged, good, name, output):
+    """dump, diff (the damaged input on either side) and pack of `damaged`."""
+    return {
+        "dump": ["dump", damaged],
+        "diff A": ["diff", damaged, good],
+        "diff B": ["diff", good, damaged],
+        "pack": ["pack", damaged, "-o", os.path.join(ctx.mkdir(name + "-out"), output)],
+    }
+
+
+def expect_verify_outcome(ctx, damaged, problem, runs, name):
+    """verify names `problem` first, and every run has its outcome (expect_outcome)."""
+    verified = ctx.run("verify", damaged, "--json")
+    ctx.code(verified, 1, f"{name}: verify")
+    ids = [p["id"] for p in verified.json()["problem_details"]]
+    ctx.equal(ids[:1], [problem], f"{name}: verify's first problem")
+    expect_outcome(ctx, runs, problem, first_line(ctx.run("verify", damaged)), name)
+
+
 @suite.test
 def each_damage_gives_one_code_from_every_command(ctx):
     good = packed(ctx)
     for name, (_, problem, _) in DAMAGES.items():
         d = damaged_copy(ctx, good, name)
-        verified = ctx.run("verify", d, "--json")
-        ctx.code(verified, 1, f"{name}: verify")
-        ids = [p["id"] for p in verified.json()["problem_details"]]
-        ctx.equal(ids[:1], [problem], f"{name}: verify's first problem")
-        runs = {
-            "dump": ["dump", d],
-            "diff A": ["diff", d, good],
-            "diff B": ["diff", good, d],
-            "pack": ["pack", d, "-o", os.path.join(ctx.mkdir(name + "-out"), "out")],
-            "pack --base": ["pack", good, "-o", os.path.join(ctx.mkdir(name + "-new"), "new"),
-                            "--base", d],
-        }
-        expect_outcome(ctx, runs, problem, first_line(ctx.run("verify", d)), name)
+        runs = every_command(ctx, d, good, name, "out")
+        runs["pack --base"] = ["pack", good, "-o", os.path.join(ctx.mkdir(name + "-new"), "new"),
+                               "--base", d]
+        expect_verify_outcome(ctx, d, problem, runs, name)
         if name == "program_digest_mismatch":  # --no-hash still hashes the programs
             ctx.code(ctx.run("dump", d, "--no-hash"), 3, f"{name}: dump --no-hash")
         if name in ("changed_shard_byte", "stray_file"):  # what only hashing sees
@@ -148,12 +158,7 @@ def a_program_of_a_damaged_directory_gives_one_code_from_every_command(ctx):
         verified = ctx.run("verify", program, "--json")
         ctx.code(verified, 1, f"{name}: verify DIR/{PROGRAM}")
         problem = verified.json()["problem_details"][0]["id"]
-        runs = {
-            "dump": ["dump", program],
-            "diff A": ["diff", program, os.path.join(good, PROGRAM)],
-            "diff B": ["diff", os.path.join(good, PROGRAM), program],
-            "pack": ["pack", program, "-o", os.path.join(ctx.mkdir(name + "-one"), "one.pte")],
-        }
+        runs = every_command(ctx, program, os.path.join(good, PROGRAM), name, "one.pte")
         expect_outcome(ctx, runs, problem, first_line(ctx.run("verify", program)),
                        f"{name} DIR/{PROGRAM}")
         if name == "unknown_manifest_version":  # no record to check it against
@@ -223,17 +228,8 @@ def each_package_damage_gives_one_code_from_every_command(ctx):
                os.path.join(ctx.examples, "decode.json"), "-o", good, "-q")
     for name, (change, problem) in PACKAGE_DAMAGES.items():
         damaged = rewritten_package(good, os.path.join(ctx.mkdir(name), "damaged.ptn"), change)
-        verified = ctx.run("verify", damaged, "--json")
-        ctx.code(verified, 1, f"{name}: verify")
-        ids = [p["id"] for p in verified.json()["problem_details"]]
-        ctx.equal(ids[:1], [problem], f"{name}: verify's first problem")
-        runs = {
-            "dump": ["dump", damaged],
-            "diff A": ["diff", damaged, good],
-            "diff B": ["diff", good, damaged],
-            "pack": ["pack", damaged, "-o", os.path.join(ctx.mkdir(name + "-out"), "out.ptn")],
-        }
-        expect_outcome(ctx, runs, problem, first_line(ctx.run("verify", damaged)), name)
+        runs = every_command(ctx, damaged, good, name, "out.ptn")
+        expect_verify_outcome(ctx, damaged, problem, runs, name)
 
 
 if __name__ == "__main__":

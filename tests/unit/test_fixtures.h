@@ -36,4 +36,18 @@ inline std::vector<std::string> listed_shards(const std::filesystem::path& dir) 
   return files;
 }
 
+// A manifest recording every shard option at a value other than its default (the format
+// stays .ptd, its default).
+inline Manifest manifest_with_shard_options() {
+  Manifest m;
+  m.max_shard_bytes = 3000;
+  m.cap_mode = CapMode::payload;
+  m.oversize_own_shard = true;
+  m.alignment = 64;
+  m.shard_prefix = "w";
+  m.placement_single = true;
+  m.max_shard_tensors = 5;
+  return m;
+}
+
 }  // namespace ptepack::test

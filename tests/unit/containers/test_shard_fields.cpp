@@ -9,6 +9,7 @@
 #include "ptepack/base/error.h"
 #include "ptepack/containers/manifest.h"
 #include "ptepack/pack/pack.h"
+#include "test_fixtures.h"
 
 using namespace ptepack;
 
@@ -16,16 +17,9 @@ namespace {
 
 // A version-2 manifest with every shard option at a value other than its default.
 Manifest recorded() {
-  Manifest m;
-  m.version = kManifestProgramsVersion;
+  auto m = test::manifest_with_shard_options();
+  m.version = kManifestProgramsVersion;  // placement is recorded in version 2
   m.programs.push_back({"a.pte", std::string(64, 'b'), 99, {"forward"}, {}, {}});
-  m.max_shard_bytes = 3000;
-  m.cap_mode = CapMode::payload;
-  m.oversize_own_shard = true;
-  m.alignment = 64;
-  m.shard_prefix = "w";
-  m.placement_single = true;
-  m.max_shard_tensors = 5;
   return m;
 }
 

@@ -9,6 +9,7 @@
 
 #include "ptepack/containers/manifest.h"
 #include "ptepack/pack/pack.h"
+#include "test_fixtures.h"
 
 using namespace ptepack;
 
@@ -34,14 +35,7 @@ TEST_CASE("shard options: a manifest of defaults supplies none") {
 }
 
 TEST_CASE("shard options: each recorded value is taken, and named as typed") {
-  Manifest m;
-  m.max_shard_bytes = 3000;
-  m.cap_mode = CapMode::payload;
-  m.oversize_own_shard = true;
-  m.alignment = 64;
-  m.shard_prefix = "w";
-  m.placement_single = true;
-  m.max_shard_tensors = 5;
+  auto m = test::manifest_with_shard_options();
   PackOptions options;
   std::string typed;
   for (const auto& option : shard_options()) {
