@@ -183,6 +183,23 @@ def another_tools_manifest_beside_a_program_is_not_its_record(ctx):
 
 
 @suite.test
+def a_shard_that_is_no_ptd_is_damage_not_a_usage_error(ctx):
+    """A shard the manifest lists for a program, its magic overwritten (same size): read
+    without hashing, it is the shard's file_unreadable (exit 3), never a usage error."""
+    good = packed(ctx)
+    d = damaged_copy(ctx, good, "changed_shard_byte")  # any copy; the magic is changed below
+    shard = os.path.join(d, shard_of(d))
+    with open(shard, "r+b") as handle:
+        handle.seek(4)
+        handle.write(b"XX01")
+    result = ctx.run("dump", os.path.join(d, PROGRAM), "--no-hash", "--json")
+    ctx.code(result, 3, "dump --no-hash of a program whose shard is no .ptd")
+    error = result.json()["error"]
+    ctx.equal(error["problem"], "file_unreadable", "its problem")
+    ctx.equal(error["path"], shard, "the shard is named")
+
+
+@suite.test
 def a_missing_input_is_the_commands_failure_not_a_problem(ctx):
     missing = os.path.join(ctx.mkdir("none"), "nothing.pte")
     for argv in (["dump", missing], ["verify", missing], ["diff", missing, missing]):

@@ -36,13 +36,12 @@ bool has_checkable_manifest(const std::filesystem::path& path);
 // A program its directory's manifest lists (verify DIR/prog.pte, the check a device makes
 // on the one program it runs): the program file and every shard listed for it against the
 // size and SHA-256 the manifest records, each file hashed once (with `hash` false, the
-// sizes only). Problems and a note go to the report; returns the listed shards that are
+// sizes only). Problems go to `problems`, a note to the report; returns the listed shards that are
 // missing (reported here).
 std::set<std::filesystem::path> check_against_record(const InputFilePtr& program,
                                                      const DefaultData::Record& record,
-                                                     const VerifyOptions& options,
-                                                     VerifyReport& report, bool hash = true,
-                                                     ReadMode mode = ReadMode::collect);
+                                                     unsigned jobs, bool hash,
+                                                     Diagnostics& problems, VerifyReport& report);
 
 // Signed releases (verify_signature.cpp): options that need --public-key refused
 // without it (usage), and a checked directory's signature and release number.

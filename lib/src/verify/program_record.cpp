@@ -18,10 +18,8 @@ namespace ptepack::detail {
 namespace fs = std::filesystem;
 
 std::set<fs::path> check_against_record(const InputFilePtr& program,
-                                        const DefaultData::Record& record,
-                                        const VerifyOptions& options, VerifyReport& report,
-                                        bool hash, ReadMode mode) {
-  Diagnostics problems(mode, report.problems);
+                                        const DefaultData::Record& record, unsigned jobs,
+                                        bool hash, Diagnostics& problems, VerifyReport& report) {
   const auto manifest = record.manifest.string();
   const auto dir = record.manifest.parent_path();
   std::vector<std::pair<InputFilePtr, std::pair<std::string, uint64_t>>> files{
@@ -45,7 +43,7 @@ std::set<fs::path> check_against_record(const InputFilePtr& program,
   }
   std::vector<ByteRange> whole;
   for (const auto& [file, expected] : files) whole.push_back({file, 0, file->size()});
-  const auto digests = hash ? hash_ranges(whole, options.jobs) : std::vector<Digest>();
+  const auto digests = hash ? hash_ranges(whole, jobs) : std::vector<Digest>();
   for (size_t i = 0; i < files.size(); ++i) {
     const auto& [file, expected] = files[i];
     if (hash) report.bytes_hashed += file->size();

@@ -18,6 +18,7 @@
 #include "verify/diagnostics.h"
 #include "verify/directory_check.h"
 #include "verify/package_reader.h"
+#include "verify/pte_program_reader.h"
 #include "verify/verify_support.h"
 
 namespace ptepack {
@@ -101,45 +102,26 @@ void load_directory(Artifact& a, ProgramForm form, const ReadOptions& read) {
   a.checked = std::move(report.notes);
 }
 
-// A .pte program; its EXTERNAL tensors come from .ptd data files (@DATA, or default_data's).
-// A program its directory's manifest lists, loaded with the shards listed for it, is
-// checked against that record first (check_against_record, strict).
+// A .pte program with its data files, by the .pte reader (strict): a program its
+// directory's manifest lists is checked against that record before its shards are read.
 void load_pte(Artifact& a, const fs::path& path, const std::vector<fs::path>& data_paths,
               bool use_default_data, const ReadOptions& read) {
   a.kind = ArtifactKind::pte;
-  auto file = reading(path, [&] { return InputFile::open(path); });
-  ProgramFile entry{path.filename().string(), reading(path, [&] { return pte::read(file); }),
-                    std::nullopt};
-  std::vector<fs::path> sources = data_paths;
-  if (sources.empty() && use_default_data) {
-    auto found = default_data(path, &entry.program);
-    sources = std::move(found.files);
-    entry.named_keys = std::move(found.named_keys);
-    if (found.note) a.notes.push_back(std::move(*found.note));
-    if (found.manifest_problem) {  // verify's problem too: nothing to check the program against
-      throw ProblemError({ProblemId::manifest_inconsistent,
-                          (path.parent_path() / "manifest.json").string(),
-                          *found.manifest_problem});
-    }
-    if (found.record) {
-      VerifyReport report;
-      VerifyOptions options;
-      options.jobs = read.jobs;
-      (void)detail::check_against_record(file, *found.record, options, report, read.hash,
-                                         ReadMode::strict);
-      a.checked = std::move(report.notes);
-    }
+  VerifyReport report;
+  Diagnostics problems(ReadMode::strict, report.problems);
+  detail::PteProgramRead program;
+  (void)detail::read_pte_program(reading(path, [&] { return InputFile::open(path); }), data_paths,
+                                 use_default_data, read.jobs, read.hash, problems, report,
+                                 program);
+  if (program.note) a.notes.push_back(std::move(*program.note));
+  a.checked = std::move(report.notes);
+  for (size_t i = 0; i < program.sources.size(); ++i) {
+    if (!program.files[i]) fail(ErrorCode::internal, "{}: not read", program.sources[i].string());
+    merge_table(a.data, std::move(program.files[i]->tensors), program.sources[i].string());
+    a.data_files.push_back(program.sources[i].string());
   }
-  for (const auto& source : sources) {
-    if (identify(source) != ArtifactKind::ptd) {
-      fail(ErrorCode::usage, "{}: data for a .pte program must be .ptd files", source.string());
-    }
-    merge_table(a.data,
-                reading(source, [&] { return ptd::read_file(InputFile::open(source)).tensors; }),
-                source.string());
-    a.data_files.push_back(source.string());
-  }
-  a.pte_programs.push_back(std::move(entry));
+  a.pte_programs.push_back(
+      {path.filename().string(), std::move(program.program), std::move(program.named_keys)});
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "ptepack/base/error.h"
 #include "verify/directory_check.h"
 #include "verify/package_reader.h"
+#include "verify/pte_program_reader.h"
 #include "verify/verify_support.h"
 
 namespace ptepack {
@@ -84,54 +85,35 @@ void verify_package(const fs::path& path, const VerifyOptions& options, VerifyRe
 // must be in exactly one of them with the layout the runtime demands.
 void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyReport& report) {
   Diagnostics problems(ReadMode::collect, report.problems);
-  pte::Program program;
-  if (!attempt(problems, ProblemId::file_unreadable, file->name(),
-               [&] { program = pte::read(file); }))
+  detail::PteProgramRead read;
+  const auto notes_before = report.notes.size();
+  if (!detail::read_pte_program(file, options.data, true, options.jobs, true, problems, report,
+                                read))
     return;
+  const auto& program = read.program;
   report.files_checked = 1;
+  if (read.note) {  // where its data came from, before what the record check noted
+    report.notes.insert(report.notes.begin() + static_cast<std::ptrdiff_t>(notes_before),
+                        fmt::format("{}: {}", file->name(), *read.note));
+  }
   record_lines(problems, ProblemId::program_rules, file->name(),
                [&](auto& lines) { check_shared_state(program, file->name(), lines); });
-  std::vector<fs::path> sources = options.data;
+  std::vector<DataFile> files;
+  for (size_t i = 0; i < read.sources.size(); ++i) {
+    if (!read.files[i]) continue;  // missing or unreadable: reported
+    note_unreferenced_segments(*read.files[i], report.notes);
+    ++report.files_checked;
+    report.tensors_checked += read.files[i]->tensors.size();
+    files.push_back({read.sources[i].string(), &read.files[i]->tensors});
+  }
   const bool external =
       std::any_of(program.tensors.begin(), program.tensors.end(),
                   [](const auto& t) { return t.storage == pte::Storage::external; });
-  std::vector<std::string> named_keys;
-  std::set<fs::path> missing;
-  bool checked_whole = false;
-  if (sources.empty()) {
-    auto found = default_data(file->path(), &program);
-    sources = std::move(found.files);
-    if (found.named_keys) named_keys = std::move(*found.named_keys);
-    if (found.note) report.notes.push_back(fmt::format("{}: {}", file->name(), *found.note));
-    if (found.record) {
-      missing = detail::check_against_record(file, *found.record, options, report);
-      checked_whole = true;
-    }
-    if (found.manifest_problem) {  // a device cannot check the program against it
-      problems.add(Problem{ProblemId::manifest_inconsistent,
-                           (file->path().parent_path() / "manifest.json").string(),
-                           *found.manifest_problem});
-    }
-  }
-  std::vector<TensorTable> tables(sources.size());
-  std::vector<DataFile> files;
-  for (size_t i = 0; i < sources.size(); ++i) {
-    const auto name = sources[i].string();
-    if (missing.count(sources[i])) continue;  // reported with the record
-    if (!attempt(problems, ProblemId::file_unreadable, name, [&] {
-          auto f = ptd::read_file(InputFile::open(sources[i]));
-          note_unreferenced_segments(f, report.notes);
-          tables[i] = std::move(f.tensors);
-        })) {
-      continue;
-    }
-    ++report.files_checked;
-    report.tensors_checked += tables[i].size();
-    files.push_back({name, &tables[i]});
-  }
   if (external || !files.empty()) {
     record_lines(problems, ProblemId::program_rules, file->name(), [&](auto& lines) {
-      check_program_data(program, file->name(), files, named_keys, false, lines);
+      check_program_data(program, file->name(), files, read.named_keys.value_or(
+                                                           std::vector<std::string>{}),
+                         false, lines);
     });
   }
   // Its own constants and named data are read whole too (their bounds were checked), unless
@@ -139,7 +121,7 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
   std::vector<ByteRange> own;
   for (const auto& [key, t] : own_tensors(program)) own.push_back(t.bytes);
   report.tensors_checked += own.size();
-  if (checked_whole) return;
+  if (read.checked_whole) return;
   (void)hash_ranges(own, options.jobs);
   for (const auto& r : own) report.bytes_hashed += r.size;
 }
