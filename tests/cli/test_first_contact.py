@@ -139,6 +139,10 @@ def a_program_inside_a_packed_directory_finds_its_shards(ctx):
     # It is refused as verify refuses it: the program is read with its manifest's record.
     refused, verified = ctx.run("dump", impostor), ctx.run("verify", impostor)
     ctx.code(verified, 1, "verify of an impostor")
+    # It is not the program its record lists, so the shards listed for that one are not its data.
+    listed = ctx.run("verify", impostor, "--json").json()
+    ctx.check(not any("data files listed for it" in n for n in listed["notes"]),
+              f"an impostor is read alone: {listed['notes']}")
     ctx.check(refused.code in (3, 5) and
               refused.err.splitlines()[:1] == verified.err.splitlines()[:1],
               f"dump of an impostor: {refused!r} against {verified!r}")

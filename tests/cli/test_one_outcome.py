@@ -174,6 +174,9 @@ def another_tools_manifest_beside_a_program_is_not_its_record(ctx):
     program = os.path.join(d, PROGRAM)
     for argv in (["dump", program], ["verify", program], ["diff", program, program]):
         ctx.code(ctx.run(*argv), 0, " ".join(argv[:1]) + " beside another tool's manifest")
+    # Another tool's manifest naming its own format is not looked at either.
+    write(os.path.join(d, "manifest.json"), '{"format": "other.manifest", "version": 3}')
+    ctx.code(ctx.run("dump", program), 0, "dump beside a manifest of another format")
     # The same file naming ptepack's format is a record that cannot be read: refused.
     write(os.path.join(d, "manifest.json"), '{"format": "ptepack.manifest", "version": 3}')
     ctx.code(ctx.run("verify", program), 1, "verify beside a damaged ptepack manifest")
@@ -201,11 +204,19 @@ def a_shard_that_is_no_ptd_is_damage_not_a_usage_error(ctx):
 
 @suite.test
 def a_missing_input_is_the_commands_failure_not_a_problem(ctx):
+    """A path the command was given that is not there (the input, or its @DATA) is the
+    command's failure: exit 5, one line from every command, no problem identifier."""
     missing = os.path.join(ctx.mkdir("none"), "nothing.pte")
-    for argv in (["dump", missing], ["verify", missing], ["diff", missing, missing]):
-        result = ctx.run(*argv, "--json")
-        ctx.code(result, 5, f"{argv[0]} of a missing path")
-        ctx.equal(result.json()["error"]["problem"], None, f"{argv[0]}: no problem identifier")
+    graph = os.path.join(ctx.data, "two_methods.ptg")
+    no_data = graph + "@" + os.path.join(ctx.mkdir("nodata"), "missing.safetensors")
+    for path in (missing, no_data):
+        lines = set()
+        for argv in (["dump", path], ["verify", path], ["diff", path, path]):
+            result = ctx.run(*argv, "--json")
+            ctx.code(result, 5, f"{argv[0]} of a missing path")
+            ctx.equal(result.json()["error"]["problem"], None, f"{argv[0]}: no problem identifier")
+            lines.add(first_line(result))
+        ctx.equal(len(lines), 1, f"one line from every command: {lines}")
 
 
 def rewritten_package(source, path, change):
@@ -235,6 +246,9 @@ PACKAGE_DAMAGES = {
     "owner_not_smallest": (swapped_owner, "package_layout"),
     "unexpected_member": (lambda m: m.update({"extra.txt": b"x"}), "package_layout"),
     "no_program": (lambda m: m.pop("program.ptg"), "package_layout"),
+    "state_key_owner": (lambda m: m.update({"aliases.json": json.dumps(
+        {**json.loads(m["aliases.json"]), "state/zz": "state/pos"}).encode()}),
+        "package_layout"),
 }
 
 

@@ -62,6 +62,14 @@ void refuse_data(const std::string& name, const std::vector<fs::path>& data_path
   }
 }
 
+void refuse_missing_data(const std::vector<fs::path>& data_paths) {
+  std::error_code ec;
+  for (const auto& source : data_paths) {
+    if (!fs::is_regular_file(source, ec))
+      fail(ErrorCode::io, "{}: no such data file", source.string());
+  }
+}
+
 DefaultData default_data(const fs::path& pte_path, const pte::Program* pte_program) {
   if (pte_program == nullptr) return graph_default_data(pte_path);
   const auto& program = *pte_program;

@@ -45,8 +45,10 @@ void keep_program(Artifact& a, ProgramBuffer buffer, ProgramForm form) {
 }
 
 // Runs read(), which reads `file` as its format: a file that does not read as it (invalid
-// input) or cannot be read (I/O) is verify's problem for it too (problem_of), raised with its
-// identifier. Other failures (usage, conflicts, bugs) go on as they are.
+// input) is verify's problem for it too (file_unreadable), raised with its identifier. The
+// files read here are the ones the command was given (the input, its @DATA, the data beside
+// it), so one that cannot be opened is the command's failure (I/O, no identifier), as verify
+// reports it; usage errors, conflicts and bugs go on as they are too.
 template <typename Read>
 auto reading(const fs::path& file, Read&& read) -> decltype(read()) {
   try {
@@ -54,8 +56,8 @@ auto reading(const fs::path& file, Read&& read) -> decltype(read()) {
   } catch (const ProblemError&) {
     throw;
   } catch (const Error& e) {
-    if (e.code() != ErrorCode::invalid_input && e.code() != ErrorCode::io) throw;
-    throw ProblemError({problem_of(e, ProblemId::file_unreadable), file.string(), e.what()});
+    if (e.code() != ErrorCode::invalid_input) throw;
+    throw ProblemError({ProblemId::file_unreadable, file.string(), e.what()});
   }
 }
 
@@ -128,6 +130,7 @@ void load_pte(Artifact& a, const fs::path& path, const std::vector<fs::path>& da
 
 Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_paths,
                        bool use_default_data, ProgramForm form, const ReadOptions& read) {
+  refuse_missing_data(data_paths);
   Artifact a;
   a.name = path.string();
   a.root = path;

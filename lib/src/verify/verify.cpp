@@ -134,10 +134,7 @@ void check_inputs(const fs::path& path, const VerifyOptions& options) {
     fail(ErrorCode::io, "{}: no such file or directory", path.string());
   if (!fs::is_directory(path, missing) && !fs::is_regular_file(path, missing))
     fail(ErrorCode::io, "{}: not a regular file", path.string());
-  for (const auto& source : options.data) {
-    if (!fs::is_regular_file(source, missing))
-      fail(ErrorCode::io, "{}: no such data file", source.string());
-  }
+  refuse_missing_data(options.data);
   if (options.data.empty()) return;
   const auto kind = names_a_directory(path) ? ArtifactKind::graph_directory : identify(path);
   if (kind == ArtifactKind::graph_directory || kind == ArtifactKind::package) {
