@@ -217,6 +217,9 @@ def a_missing_input_is_the_commands_failure_not_a_problem(ctx):
             ctx.equal(result.json()["error"]["problem"], None, f"{argv[0]}: no problem identifier")
             lines.add(first_line(result))
         ctx.equal(len(lines), 1, f"one line from every command: {lines}")
+        if path == no_data:
+            ctx.check(any(line.endswith("missing.safetensors: no such data file")
+                          for line in lines), f"the data file is named as missing: {lines}")
 
 
 def rewritten_package(source, path, change):

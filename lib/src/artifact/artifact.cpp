@@ -65,8 +65,9 @@ void refuse_data(const std::string& name, const std::vector<fs::path>& data_path
 void refuse_missing_data(const std::vector<fs::path>& data_paths) {
   std::error_code ec;
   for (const auto& source : data_paths) {
-    if (!fs::is_regular_file(source, ec))
-      fail(ErrorCode::io, "{}: no such data file", source.string());
+    const auto status = fs::status(source, ec);
+    if (!fs::exists(status)) fail(ErrorCode::io, "{}: no such data file", source.string());
+    if (!fs::is_regular_file(status)) fail(ErrorCode::io, "{}: not a regular file", source.string());
   }
 }
 
