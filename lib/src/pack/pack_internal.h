@@ -24,7 +24,7 @@
 
 namespace ptepack::detail {
 
-// One pack run's context (docs/architecture.md, "Pack's context"): built once in pack(),
+// One pack run's context (docs/architecture.md, "Decisions taken once": what the output is): built once in pack(),
 // after the recorded shard options are applied and before any input is read, and passed
 // to every stage of both front ends, which read these values instead of deciding them again.
 struct PackContext {

@@ -1,6 +1,6 @@
 // The reader of packed directories hands on what its check read: the Artifact dump, diff
 // and pack use is built here from the DirectoryCheck, so no file of the directory is read
-// or hashed twice (docs/architecture.md, "One reader per kind").
+// or hashed twice (docs/architecture.md, "Decisions taken once": how an artifact is read).
 #include <fmt/format.h>
 
 #include "ptepack/base/error.h"

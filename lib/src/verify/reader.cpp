@@ -1,4 +1,4 @@
-// The one reader of every artifact kind (docs/architecture.md, "One reader per kind"):
+// The one reader of every artifact kind (docs/architecture.md, "Decisions taken once": how an artifact is read):
 // load_artifact switches on identify(); a packed directory is read through its check
 // (DirectoryCheck, strict) and a program of one is checked against its record first.
 #include <sys/stat.h>
