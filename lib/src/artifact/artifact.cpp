@@ -67,7 +67,8 @@ void refuse_missing_data(const std::vector<fs::path>& data_paths) {
   for (const auto& source : data_paths) {
     const auto status = fs::status(source, ec);
     if (!fs::exists(status)) fail(ErrorCode::io, "{}: no such data file", source.string());
-    if (!fs::is_regular_file(status)) fail(ErrorCode::io, "{}: not a regular file", source.string());
+    if (!fs::is_regular_file(status))
+      fail(ErrorCode::io, "{}: not a regular file", source.string());
   }
 }
 

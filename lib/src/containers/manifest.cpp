@@ -3,11 +3,11 @@
 
 #include <algorithm>
 
-#include "json/json_document.h"
-#include "ptepack/base/error.h"
-#include "json/json_util.h"
 #include "containers/manifest_reader.h"
 #include "containers/shard_fields.h"
+#include "json/json_document.h"
+#include "json/json_util.h"
+#include "ptepack/base/error.h"
 
 namespace ptepack {
 
@@ -133,7 +133,8 @@ void parse_shards(ManifestReader& r, const JsonValue& j, Manifest& m) {
 }
 
 // One entry of "tensors"; dim_order and opaque are read in version 2 only.
-ManifestTensor parse_tensor(ManifestReader& r, const JsonValue& t, const Where& where, int version) {
+ManifestTensor parse_tensor(ManifestReader& r, const JsonValue& t, const Where& where,
+                            int version) {
   ManifestTensor mt;
   mt.shard = r.file_name(t, "shard", where);
   mt.sha256 = *digest_from_hex(r.digest(t, "sha256", where));  // checked hex

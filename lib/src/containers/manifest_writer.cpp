@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include "containers/shard_fields.h"
 #include "json/json_util.h"
 #include "json/json_writer.h"
-#include "containers/shard_fields.h"
 
 namespace ptepack {
 namespace {

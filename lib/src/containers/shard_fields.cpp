@@ -11,7 +11,9 @@ namespace {
 using R = ManifestReader;
 
 constexpr std::array<ShardField, 8> kShardFields{{
-    {"shard_format", "--shard-format", {"ptd", "safetensors"},
+    {"shard_format",
+     "--shard-format",
+     {"ptd", "safetensors"},
      [](R& r, const JsonValue& j, Manifest& m) {
        const auto format = r.string(j, "shard_format", "");
        if (format != "ptd" && format != "safetensors")
@@ -21,7 +23,9 @@ constexpr std::array<ShardField, 8> kShardFields{{
      [](JsonWriter& w, const Manifest& m) {
        w.field("shard_format", shard_format_name(m.shard_format));
      }},
-    {"max_shard_bytes", "--max-shard-bytes", {},
+    {"max_shard_bytes",
+     "--max-shard-bytes",
+     {},
      [](R& r, const JsonValue& j, Manifest& m) {
        const auto& cap = r.field(j, "max_shard_bytes", "");
        if (!cap.is_null()) m.max_shard_bytes = r.number(j, "max_shard_bytes", "");
@@ -34,7 +38,9 @@ constexpr std::array<ShardField, 8> kShardFields{{
          w.null();
        }
      }},
-    {"cap_mode", "--cap-mode", {"file", "payload"},
+    {"cap_mode",
+     "--cap-mode",
+     {"file", "payload"},
      [](R& r, const JsonValue& j, Manifest& m) {
        const auto cap_mode = r.string(j, "cap_mode", "");
        if (cap_mode != "file" && cap_mode != "payload")
@@ -42,7 +48,9 @@ constexpr std::array<ShardField, 8> kShardFields{{
        m.cap_mode = cap_mode == "file" ? CapMode::file : CapMode::payload;
      },
      [](JsonWriter& w, const Manifest& m) { w.field("cap_mode", cap_mode_name(m.cap_mode)); }},
-    {"oversize", "--oversize", {"error", "own-shard"},
+    {"oversize",
+     "--oversize",
+     {"error", "own-shard"},
      [](R& r, const JsonValue& j, Manifest& m) {
        if (j.find("oversize") == nullptr) return;
        if (r.string(j, "oversize", "") != "own-shard") r.bad("oversize", "expected \"own-shard\"");
@@ -51,7 +59,9 @@ constexpr std::array<ShardField, 8> kShardFields{{
      [](JsonWriter& w, const Manifest& m) {
        if (m.oversize_own_shard) w.field("oversize", "own-shard");
      }},
-    {"alignment", "--alignment", {},
+    {"alignment",
+     "--alignment",
+     {},
      [](R& r, const JsonValue& j, Manifest& m) {
        if (j.find("alignment") == nullptr) return;
        m.alignment = r.number(j, "alignment", "");
@@ -62,7 +72,9 @@ constexpr std::array<ShardField, 8> kShardFields{{
      [](JsonWriter& w, const Manifest& m) {
        if (m.alignment) w.field("alignment", *m.alignment);
      }},
-    {"max_shard_tensors", "--max-shard-tensors", {},
+    {"max_shard_tensors",
+     "--max-shard-tensors",
+     {},
      [](R& r, const JsonValue& j, Manifest& m) {
        if (j.find("max_shard_tensors") == nullptr) return;
        m.max_shard_tensors = r.number(j, "max_shard_tensors", "");
@@ -71,7 +83,9 @@ constexpr std::array<ShardField, 8> kShardFields{{
      [](JsonWriter& w, const Manifest& m) {
        if (m.max_shard_tensors) w.field("max_shard_tensors", *m.max_shard_tensors);
      }},
-    {"placement", "--placement", {"sets", "single"},
+    {"placement",
+     "--placement",
+     {"sets", "single"},
      [](R& r, const JsonValue& j, Manifest& m) {
        if (j.find("placement") == nullptr) return;
        if (r.string(j, "placement", "") != "single" || m.version != kManifestProgramsVersion)
@@ -81,7 +95,9 @@ constexpr std::array<ShardField, 8> kShardFields{{
      [](JsonWriter& w, const Manifest& m) {
        if (m.placement_single) w.field("placement", "single");
      }},
-    {"shard_prefix", "--shard-prefix", {},
+    {"shard_prefix",
+     "--shard-prefix",
+     {},
      [](R& r, const JsonValue& j, Manifest& m) {
        if (j.find("shard_prefix") == nullptr) return;
        m.shard_prefix = r.string(j, "shard_prefix", "");

@@ -387,7 +387,8 @@ std::vector<ShardOption> joined_shard_options() {
     const auto fields = shard_fields();
     const auto field = std::find_if(fields.begin(), fields.end(),
                                     [&](const ShardField& f) { return f.field == own.field; });
-    if (field == fields.end()) fail(ErrorCode::internal, "shard option {}: no manifest field", own.field);
+    if (field == fields.end())
+      fail(ErrorCode::internal, "shard option {}: no manifest field", own.field);
     rows.push_back({field->flag, field->words, own.given, own.take});
   }
   return rows;

@@ -24,9 +24,9 @@
 
 namespace ptepack::detail {
 
-// One pack run's context (docs/architecture.md, "Decisions taken once": what the output is): built once in pack(),
-// after the recorded shard options are applied and before any input is read, and passed
-// to every stage of both front ends, which read these values instead of deciding them again.
+// One pack run's context (docs/architecture.md, "Decisions taken once": what the output is): built
+// once in pack(), after the recorded shard options are applied and before any input is read, and
+// passed to every stage of both front ends, which read these values instead of deciding them again.
 struct PackContext {
   PackContext(const PackOptions& options, OutputKind output);
   const PackOptions& options;
@@ -52,7 +52,7 @@ struct PreparedPack {
   std::unique_ptr<BaseRelease> base;    // --base, opened and checked before any input is hashed
   std::vector<StoredTensor> tensors;    // sorted by key
   flatbuffers::DetachedBuffer program;  // the final .ptg
-  DedupRule dedup{};  // PackContext::dedup, set by pack_graphs
+  DedupRule dedup{};                    // PackContext::dedup, set by pack_graphs
   [[nodiscard]] std::string_view program_bytes() const {
     return {reinterpret_cast<const char*>(program.data()), program.size()};
   }
@@ -209,8 +209,8 @@ struct PackStart {
 [[nodiscard]] PackStart start_pack(const PackContext& context, int version,
                                    std::vector<std::filesystem::path>& read_paths,
                                    const std::vector<Artifact>& inputs);
-// manifest.json (in the output's temporary directory) with the stamp and the plan's tensors (describe_tensors,
-// streamed: manifest.tensors is not read), refused above
+// manifest.json (in the output's temporary directory) with the stamp and the plan's tensors
+// (describe_tensors, streamed: manifest.tensors is not read), refused above
 // Limits::max_manifest_bytes; with --sign, then DIR/model.sig over every file
 // of the release; else a repack of one signed directory carries its model.sig when
 // the manifest written is byte for byte the signed one, and notes that it does not

@@ -309,7 +309,8 @@ std::optional<PteSpeculation> write_while_hashing(const PackContext& context, Pt
         if (one_file) {
           write_program_file(planned.planned.programs.front(), *output, progress, stop);
         } else {
-          planned.files = write_program_files(context, in, planned.planned, *output, progress, stop);
+          planned.files =
+              write_program_files(context, in, planned.planned, *output, progress, stop);
         }
       },
       [&] { digests.compute(context.options.jobs, &progress); });
@@ -387,9 +388,8 @@ void write_programs_directory(const PackContext& context, PteInputs& in,
   }
   finish_shards(planned.plan, files.shards, context, *output, manifest);
   summarize_shards(planned.plan, &manifest, summary);
-  summary.output_bytes +=
-      write_manifest(context, *output, manifest, in.stamp,
-                     planned.plan, planned.set.tensors, summary.notes);
+  summary.output_bytes += write_manifest(context, *output, manifest, in.stamp, planned.plan,
+                                         planned.set.tensors, summary.notes);
   if (in.base) in.base->summarize(planned.set.tensors, planned.plan, &manifest, summary);
   in.directories.finish_bytes();  // hashing may still show progress until here
   progress.stop();

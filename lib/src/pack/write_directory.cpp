@@ -270,8 +270,9 @@ class GraphDirectoryWriter {
   WrittenFiles write_files(const DirectoryPlan& plan, bool keep_program,
                            const std::stop_token& stop = {}) {
     WrittenFiles files;
-    files.program = write_small_file(output_.temp_path() / "program.ptg",
-                                     output_.display_name("program.ptg"), prepared_.program_bytes());
+    files.program =
+        write_small_file(output_.temp_path() / "program.ptg", output_.display_name("program.ptg"),
+                         prepared_.program_bytes());
     files.program_size = prepared_.program_bytes().size();
     if (!keep_program) prepared_.program = {};  // its memory is free for the manifest
     files.shards = write_shard_files(plan, context_, output_, progress_, stop);
@@ -301,8 +302,8 @@ class GraphDirectoryWriter {
                        display("model.safetensors.index.json"), index);
       summary.output_bytes += index.size();
     }
-    summary.output_bytes += write_manifest(context_, output_, manifest, prepared_.stamp, plan,
-                                           tensors, summary.notes);
+    summary.output_bytes +=
+        write_manifest(context_, output_, manifest, prepared_.stamp, plan, tensors, summary.notes);
     if (base != nullptr) base->summarize(tensors, plan, &manifest, summary);
   }
 

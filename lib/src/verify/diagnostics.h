@@ -1,7 +1,7 @@
 // Where a reader's problems go: the one reader of each artifact kind runs in one of two
-// modes (docs/architecture.md, "Decisions taken once": how an artifact is read). verify collects every problem into
-// its report; dump, diff and pack read strictly and stop at the first, raised with
-// verify's line for it, its exit code and its identifier (ProblemError).
+// modes (docs/architecture.md, "Decisions taken once": how an artifact is read). verify collects
+// every problem into its report; dump, diff and pack read strictly and stop at the first, raised
+// with verify's line for it, its exit code and its identifier (ProblemError).
 #pragma once
 
 #include <string>

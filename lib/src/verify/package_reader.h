@@ -16,7 +16,7 @@ namespace ptepack::detail {
 struct PackageParts {
   ProgramBuffer program;
   uint64_t program_bytes = 0;  // program.ptg's size
-  TensorTable data;  // program.safetensors, and each alias as its owner's tensor
+  TensorTable data;            // program.safetensors, and each alias as its owner's tensor
   std::map<std::string, std::string> aliases;  // alias key -> owner key
 };
 

@@ -18,8 +18,8 @@ namespace ptepack::detail {
 namespace fs = std::filesystem;
 
 std::set<fs::path> check_against_record(const InputFilePtr& program,
-                                        const DefaultData::Record& record, unsigned jobs,
-                                        bool hash, Diagnostics& problems, VerifyReport& report) {
+                                        const DefaultData::Record& record, unsigned jobs, bool hash,
+                                        Diagnostics& problems, VerifyReport& report) {
   const auto manifest = record.manifest.string();
   const auto dir = record.manifest.parent_path();
   std::vector<std::pair<InputFilePtr, std::pair<std::string, uint64_t>>> files{

@@ -29,8 +29,9 @@ struct PteProgramRead {
 // (check_against_record; with `hash` false, by size only), and a manifest beside it that
 // cannot be read is manifest_inconsistent. Problems go to `problems`, the check's notes to
 // report.notes. Returns false when the program itself could not be read.
-bool read_pte_program(const InputFilePtr& file, const std::vector<std::filesystem::path>& data_paths,
-                      bool use_default_data, unsigned jobs, bool hash, Diagnostics& problems,
-                      VerifyReport& report, PteProgramRead& out);
+bool read_pte_program(const InputFilePtr& file,
+                      const std::vector<std::filesystem::path>& data_paths, bool use_default_data,
+                      unsigned jobs, bool hash, Diagnostics& problems, VerifyReport& report,
+                      PteProgramRead& out);
 
 }  // namespace ptepack::detail

@@ -1,6 +1,6 @@
-// The one reader of every artifact kind (docs/architecture.md, "Decisions taken once": how an artifact is read):
-// load_artifact switches on identify(); a packed directory is read through its check
-// (DirectoryCheck, strict) and a program of one is checked against its record first.
+// The one reader of every artifact kind (docs/architecture.md, "Decisions taken once": how an
+// artifact is read): load_artifact switches on identify(); a packed directory is read through its
+// check (DirectoryCheck, strict) and a program of one is checked against its record first.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -113,8 +113,7 @@ void load_pte(Artifact& a, const fs::path& path, const std::vector<fs::path>& da
   Diagnostics problems(ReadMode::strict, report.problems);
   detail::PteProgramRead program;
   (void)detail::read_pte_program(reading(path, [&] { return InputFile::open(path); }), data_paths,
-                                 use_default_data, read.jobs, read.hash, problems, report,
-                                 program);
+                                 use_default_data, read.jobs, read.hash, problems, report, program);
   if (program.note) a.notes.push_back(std::move(*program.note));
   a.checked = std::move(report.notes);
   for (size_t i = 0; i < program.sources.size(); ++i) {
@@ -167,7 +166,8 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
       break;
   }
   a.kind = ArtifactKind::graph;
-  keep_program(a, reading(path, [&] { return read_program_file_buffer(path, &a.program_file_bytes); }),
+  keep_program(a,
+               reading(path, [&] { return read_program_file_buffer(path, &a.program_file_bytes); }),
                form);
   auto sources =
       !data_paths.empty() || !use_default_data ? data_paths : default_data(path, nullptr).files;

@@ -32,7 +32,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 // Duplicates that were not deduplicated: pack stores identical immutable tensors once.
 void check_duplicates(const std::string& name, const TensorTable& data,
                       const std::map<std::string, std::string>& aliases, const ProgramKeys& keys,
@@ -111,9 +110,8 @@ void verify_pte(const InputFilePtr& file, const VerifyOptions& options, VerifyRe
                   [](const auto& t) { return t.storage == pte::Storage::external; });
   if (external || !files.empty()) {
     record_lines(problems, ProblemId::program_rules, file->name(), [&](auto& lines) {
-      check_program_data(program, file->name(), files, read.named_keys.value_or(
-                                                           std::vector<std::string>{}),
-                         false, lines);
+      check_program_data(program, file->name(), files,
+                         read.named_keys.value_or(std::vector<std::string>{}), false, lines);
     });
   }
   // Its own constants and named data are read whole too (their bounds were checked), unless

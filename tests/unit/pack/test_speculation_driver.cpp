@@ -37,11 +37,9 @@ TEST_CASE("speculation: the plan is written beside the hashing, and kept when it
 }
 
 TEST_CASE("speculation: the writer's error is raised when the plan holds, dropped otherwise") {
-  auto s = speculate<int>([] { return 1; },
-                          [](int&, const std::stop_token&) {
-                            throw Error(ErrorCode::io, "out: disk full");
-                          },
-                          [] {});
+  auto s = speculate<int>(
+      [] { return 1; },
+      [](int&, const std::stop_token&) { throw Error(ErrorCode::io, "out: disk full"); }, [] {});
   REQUIRE(s.has_value());
   REQUIRE(s->write_error);
   CHECK_FALSE(speculation_holds(*s, false));  // written again: the error goes with it
@@ -50,13 +48,12 @@ TEST_CASE("speculation: the writer's error is raised when the plan holds, droppe
 
 TEST_CASE("speculation: an error of the hashing stops the writer and is raised") {
   bool stopped = false;
-  CHECK_THROWS_WITH(
-      speculate<int>([] { return 1; },
-                     [&](int&, const std::stop_token& stop) {
-                       while (!stop.stop_requested()) std::this_thread::yield();
-                       stopped = true;
-                     },
-                     [] { throw Error(ErrorCode::invalid_input, "in: corrupt"); }),
-      "in: corrupt");
+  CHECK_THROWS_WITH(speculate<int>([] { return 1; },
+                                   [&](int&, const std::stop_token& stop) {
+                                     while (!stop.stop_requested()) std::this_thread::yield();
+                                     stopped = true;
+                                   },
+                                   [] { throw Error(ErrorCode::invalid_input, "in: corrupt"); }),
+                    "in: corrupt");
   CHECK(stopped);
 }

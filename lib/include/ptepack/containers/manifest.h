@@ -155,7 +155,8 @@ void write_manifest_json(const Manifest& manifest,
 [[nodiscard]] std::optional<uint64_t> manifest_version_of(const std::filesystem::path& path);
 // The version of the manifest at `path` when it names ptepack's format ("format":
 // kManifestFormat); nullopt for any other file (another tool's manifest.json, not JSON).
-[[nodiscard]] std::optional<uint64_t> ptepack_manifest_version_of(const std::filesystem::path& path);
+[[nodiscard]] std::optional<uint64_t> ptepack_manifest_version_of(
+    const std::filesystem::path& path);
 
 // The lines every command prints for a file that is not the one its manifest records
 // (verify's file_changed; docs/problems.md), worded once: its size, then its SHA-256.
