@@ -203,6 +203,28 @@ def a_shard_that_is_no_ptd_is_damage_not_a_usage_error(ctx):
 
 
 @suite.test
+def a_file_that_does_not_read_as_its_format_is_its_problem(ctx):
+    """A truncated program graph or data file given alone: verify's problem (file_unreadable)
+    and first line, from dump and diff (either side)."""
+    d = ctx.mkdir("truncated")
+    for name, source in (("w.safetensors", os.path.join(ctx.examples, "prefill.safetensors")),
+                         ("p.ptg", os.path.join(ctx.data, "two_methods.ptg"))):
+        path = os.path.join(d, name)
+        with open(source, "rb") as src, open(path, "wb") as dst:
+            dst.write(src.read()[:100])
+        verified = ctx.run("verify", path, "--json")
+        ctx.code(verified, 1, f"verify {name}")
+        problem = verified.json()["problem_details"][0]["id"]
+        ctx.equal(problem, "file_unreadable", f"verify {name}: its problem")
+        line = first_line(ctx.run("verify", path))
+        for argv in (["dump", path], ["diff", path, source], ["diff", source, path]):
+            result = ctx.run(*argv, "--json")
+            ctx.code(result, 3, f"{argv[0]} {name}")
+            ctx.equal(result.json()["error"]["problem"], problem, f"{argv[0]} {name}: problem")
+            ctx.equal(first_line(ctx.run(*argv)), line, f"{argv[0]} {name}: verify's line")
+
+
+@suite.test
 def a_missing_input_is_the_commands_failure_not_a_problem(ctx):
     """A path the command was given that is not there (the input, or its @DATA) is the
     command's failure: exit 5, one line from every command, no problem identifier."""
