@@ -7,10 +7,8 @@
 
 namespace ptepack::detail {
 
-struct DirectoryInputs::Slot {
-  VerifyOptions options;
-  VerifyReport report;
-  std::unique_ptr<DirectoryCheck> check;
+struct DirectoryInputs::Slot : StrictDirectoryCheck {
+  using StrictDirectoryCheck::StrictDirectoryCheck;
 };
 
 DirectoryInputs::DirectoryInputs() = default;
@@ -29,15 +27,11 @@ Artifact DirectoryInputs::read(size_t slot, const InputSpec& spec, ProgramForm f
     read.jobs = jobs_;
     return load_artifact(spec.path, spec.data, true, form, read);
   }
-  auto s = std::make_unique<Slot>();
-  s->options.jobs = jobs_;
-  s->options.tensors = true;  // pack takes each tensor's digest from the manifest
-  s->check = std::make_unique<DirectoryCheck>(spec.path, s->options, s->report, ReadMode::strict);
-  s->check->structure();
+  auto s = std::make_unique<Slot>(spec.path, jobs_);
   refuse_data(spec.path.string(), spec.data);
   Artifact artifact;
   artifact.name = spec.path.string();
-  s->check->read_into(artifact, form, true);
+  s->check.read_into(artifact, form, true);
   slots_.at(slot) = std::move(s);
   return artifact;
 }
@@ -45,7 +39,7 @@ Artifact DirectoryInputs::read(size_t slot, const InputSpec& spec, ProgramForm f
 uint64_t DirectoryInputs::hash_total() const {
   uint64_t total = 0;
   for (const auto& s : slots_) {
-    if (s) total += s->check->hash_total();
+    if (s) total += s->check.hash_total();
   }
   return total;
 }
@@ -53,7 +47,7 @@ uint64_t DirectoryInputs::hash_total() const {
 void DirectoryInputs::check_bytes(Progress* progress) {
   for (const auto& s : slots_) {
     if (!s) continue;
-    s->check->bytes(progress);  // strict: raises the first problem
+    s->check.bytes(progress);  // strict: raises the first problem
   }
 }
 

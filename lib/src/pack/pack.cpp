@@ -383,8 +383,8 @@ constexpr std::array<PackShardOption, 8> kPackShardOptions{{
 
 std::vector<ShardOption> joined_shard_options() {
   std::vector<ShardOption> rows;
+  const auto fields = shard_fields();
   for (const auto& own : kPackShardOptions) {
-    const auto fields = shard_fields();
     const auto field = std::find_if(fields.begin(), fields.end(),
                                     [&](const ShardField& f) { return f.field == own.field; });
     if (field == fields.end())

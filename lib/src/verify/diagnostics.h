@@ -26,15 +26,11 @@ class Diagnostics {
     problems_.push_back(std::move(problem));
     if (mode_ == ReadMode::strict) throw ProblemError(problems_.back());
   }
-  void add(ProblemId id, std::string file, std::string text) {
-    add(Problem{id, std::move(file), std::move(text)});
-  }
   // Problems a part of the reader collected on its own (a thread's), in their order.
   void add_all(std::vector<Problem> found) {
     for (auto& p : found) add(std::move(p));
   }
   [[nodiscard]] ReadMode mode() const { return mode_; }
-  [[nodiscard]] bool empty() const { return problems_.empty(); }
 
  private:
   ReadMode mode_;

@@ -10,6 +10,13 @@ namespace ptepack::detail {
 
 namespace {
 
+VerifyOptions reader_options(unsigned jobs) {
+  VerifyOptions options;
+  options.jobs = jobs;
+  options.tensors = true;  // each tensor's digest is taken from the manifest
+  return options;
+}
+
 // The tensors the manifest lists: each alias resolved to its owner's bytes, and every
 // tensor given the digest the manifest records (the check proved it, or bytes() will).
 void resolve_tensors(Artifact& a, const Manifest& m, const std::string& mname) {
@@ -30,6 +37,19 @@ void resolve_tensors(Artifact& a, const Manifest& m, const std::string& mname) {
 }
 
 }  // namespace
+
+StrictDirectoryCheck::StrictDirectoryCheck(const std::filesystem::path& path, unsigned jobs)
+    : options(reader_options(jobs)), check(path, options, report, ReadMode::strict) {
+  check.structure();
+}
+
+void merge_data(TensorTable& into, TensorTable&& from, const std::string& source) {
+  into.merge(from);
+  if (!from.empty()) {
+    fail_input("{}: key {} is also provided by another data file", source,
+               quote(from.begin()->first));
+  }
+}
 
 void DirectoryCheck::read_into(Artifact& a, ProgramForm form, bool bytes_to_come) {
   auto& s = *state_;
@@ -61,11 +81,7 @@ void DirectoryCheck::read_into(Artifact& a, ProgramForm form, bool bytes_to_come
       table = std::move(s.contents[i].tensors);
     }
     for (const auto& key : s.m.shards[i].stale) table.erase(key);  // not part of this release
-    a.data.merge(table);
-    if (!table.empty()) {
-      fail_input("{}: key {} is also provided by another data file", s.contents[i].file->name(),
-                 quote(table.begin()->first));
-    }
+    merge_data(a.data, std::move(table), s.contents[i].file->name());
   }
   resolve_tensors(a, s.m, s.mname);
 }

@@ -97,4 +97,20 @@ class DirectoryCheck {
   std::unique_ptr<State> state_;
 };
 
+// A packed directory as the reader opens it (load_artifact, and pack's directory inputs,
+// which run the byte step later): its check in strict mode, each tensor's digest taken from
+// the manifest (VerifyOptions::tensors), with the options and the report the check reads and
+// writes. Its structure is checked on construction (the first problem raised).
+struct StrictDirectoryCheck {
+  StrictDirectoryCheck(const std::filesystem::path& path, unsigned jobs);
+  VerifyOptions options;
+  VerifyReport report;
+  DirectoryCheck check;
+};
+
+// Moves every entry of `from` into `into` (nodes relinked, keys not copied); a key both hold
+// is refused (invalid input), naming `source` and the smallest such key: a key two data files
+// of one artifact provide.
+void merge_data(TensorTable& into, TensorTable&& from, const std::string& source);
+
 }  // namespace ptepack::detail

@@ -1,17 +1,11 @@
 // The one reader of every artifact kind (docs/architecture.md, "Decisions taken once": how an
 // artifact is read): load_artifact switches on identify(); a packed directory is read through its
 // check (DirectoryCheck, strict) and a program of one is checked against its record first.
-#include <sys/stat.h>
-
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "artifact/input_rules.h"
 #include "containers/flat_tensor.h"
 #include "containers/safetensors.h"
-#include "containers/zip.h"
-#include "json/json_util.h"
 #include "ptepack/artifact/artifact.h"
 #include "ptepack/base/error.h"
 #include "ptepack/verify/reader.h"
@@ -19,22 +13,11 @@
 #include "verify/directory_check.h"
 #include "verify/package_reader.h"
 #include "verify/pte_program_reader.h"
-#include "verify/verify_support.h"
 
 namespace ptepack {
 namespace fs = std::filesystem;
 
 namespace {
-
-// Moves every entry of `from` into `into` (nodes relinked, keys not copied).
-// A key both hold stays behind in `from`: the smallest is reported.
-void merge_table(TensorTable& into, TensorTable&& from, const std::string& source) {
-  into.merge(from);
-  if (!from.empty()) {
-    fail_input("{}: key {} is also provided by another data file", source,
-               quote(from.begin()->first));
-  }
-}
 
 void keep_program(Artifact& a, ProgramBuffer buffer, ProgramForm form) {
   if (form == ProgramForm::tree) {
@@ -66,8 +49,7 @@ void load_package(Artifact& a, ProgramForm form) {
   VerifyReport report;
   Diagnostics problems(ReadMode::strict, report.problems);
   detail::PackageParts parts;
-  (void)detail::read_package(reading(a.root, [&] { return InputFile::open(a.root); }), problems,
-                             report, parts);
+  (void)detail::read_package(InputFile::open(a.root), problems, report, parts);
   a.checked = std::move(report.notes);
   a.program_file_bytes = parts.program_bytes;
   a.data = std::move(parts.data);
@@ -85,23 +67,18 @@ void load_directory(Artifact& a, ProgramForm form, const ReadOptions& read) {
     (void)read_manifest_file(*InputFile::open(manifest), manifest.string());
     fail(ErrorCode::io, "{}: not a regular file", manifest.string());
   }
-  VerifyOptions options;
-  options.jobs = read.jobs;
-  options.tensors = true;  // each tensor's digest is taken from the manifest
-  VerifyReport report;
-  detail::DirectoryCheck check(a.root, options, report, ReadMode::strict);
-  check.structure();
+  detail::StrictDirectoryCheck opened(a.root, read.jobs);
   if (read.hash) {
-    check.bytes(nullptr);
+    opened.check.bytes(nullptr);
   } else {
-    check.program_bytes();  // the programs, small, are hashed as a program graph's is
-    report.notes.push_back(fmt::format(
+    opened.check.program_bytes();  // the programs, small, are hashed as a program graph's is
+    opened.report.notes.push_back(fmt::format(
         "{}: shard files not hashed (--no-hash): their bytes were not checked against the "
         "manifest",
         a.root.string()));
   }
-  check.read_into(a, form, false);
-  a.checked = std::move(report.notes);
+  opened.check.read_into(a, form, false);
+  a.checked = std::move(opened.report.notes);
 }
 
 // A .pte program with its data files, by the .pte reader (strict): a program its
@@ -112,13 +89,13 @@ void load_pte(Artifact& a, const fs::path& path, const std::vector<fs::path>& da
   VerifyReport report;
   Diagnostics problems(ReadMode::strict, report.problems);
   detail::PteProgramRead program;
-  (void)detail::read_pte_program(reading(path, [&] { return InputFile::open(path); }), data_paths,
-                                 use_default_data, read.jobs, read.hash, problems, report, program);
+  (void)detail::read_pte_program(InputFile::open(path), data_paths, use_default_data, read.jobs,
+                                 read.hash, problems, report, program);
   if (program.note) a.notes.push_back(std::move(*program.note));
   a.checked = std::move(report.notes);
   for (size_t i = 0; i < program.sources.size(); ++i) {
     if (!program.files[i]) fail(ErrorCode::internal, "{}: not read", program.sources[i].string());
-    merge_table(a.data, std::move(program.files[i]->tensors), program.sources[i].string());
+    detail::merge_data(a.data, std::move(program.files[i]->tensors), program.sources[i].string());
     a.data_files.push_back(program.sources[i].string());
   }
   a.pte_programs.push_back(
@@ -172,7 +149,8 @@ Artifact load_artifact(const fs::path& path, const std::vector<fs::path>& data_p
   auto sources =
       !data_paths.empty() || !use_default_data ? data_paths : default_data(path, nullptr).files;
   for (const auto& source : sources) {
-    merge_table(a.data, reading(source, [&] { return load_data_file(source); }), source.string());
+    detail::merge_data(a.data, reading(source, [&] { return load_data_file(source); }),
+                       source.string());
     a.data_files.push_back(source.string());
   }
   return a;

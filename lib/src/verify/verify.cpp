@@ -57,10 +57,10 @@ void check_duplicates(const std::string& name, const TensorTable& data,
     auto [it, fresh] =
         seen.emplace(std::make_tuple(digests[i], static_cast<int>(t.dtype), t.shape), stored[i]);
     if (!fresh) {
-      Diagnostics(ReadMode::collect, report.problems)
-          .add({ProblemId::package_layout, name,
-                fmt::format("{}: keys {} and {} hold identical tensors but are both stored", name,
-                            quote(it->second), quote(stored[i]))});
+      report.problems.push_back(
+          {ProblemId::package_layout, name,
+           fmt::format("{}: keys {} and {} hold identical tensors but are both stored", name,
+                       quote(it->second), quote(stored[i]))});
     }
   }
 }
